@@ -1,0 +1,85 @@
+# Two commands for a newcomer:  `make lab`  and  `make test`.
+# Everything installs on demand and is reused by the next run (stamp files).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PY311 := $(shell scripts/find-python 3.11)
+PY312 := $(shell scripts/find-python 3.12)
+VENV := .venv
+VENV_NEWEST := .venv-newest
+COLLECTION_LINK := .build/ansible_collections/deployopen/k8s_openstack
+SANITY_ROOT := .build/sanity/ansible_collections/deployopen/k8s_openstack
+LAB := python3 -m lab
+EVIDENCE_ROOT ?= $(CURDIR)/evidence
+export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: help lab lab-up lab-down lab-status test test-unit test-integration sanity lint build venvs
+
+help:
+	@echo "make lab         set up everything (venvs, system packages, the lab) and run site.yml on it"
+	@echo "make test        all tests: unit, sanity, lint, build, integration against the lab"
+	@echo "make lab-down    stop the lab's own processes"
+	@echo "make lab-status  what is up"
+
+$(COLLECTION_LINK):
+	@mkdir -p $(dir $@)
+	@ln -sfn ../../.. $@
+
+# A venv is rebuilt only when its requirement files change.
+$(VENV)/.stamp: tests/requirements/ansible-2.19.txt requirements.txt
+	@test -x $(VENV)/bin/python || $(PY311) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -r tests/requirements/ansible-2.19.txt
+	@touch $@
+
+$(VENV_NEWEST)/.stamp: tests/requirements/ansible-newest.txt requirements.txt
+	@test -x $(VENV_NEWEST)/bin/python || $(PY312) -m venv $(VENV_NEWEST)
+	$(VENV_NEWEST)/bin/pip install -q -r tests/requirements/ansible-newest.txt
+	@touch $@
+
+venvs: $(VENV)/.stamp $(VENV_NEWEST)/.stamp $(COLLECTION_LINK)
+
+lab-up:
+	$(LAB) up
+
+lab-down:
+	$(LAB) down
+
+lab-status:
+	$(LAB) status
+
+# The main job on the embedded lab: site.yml against inventories/lab.
+lab: $(VENV)/.stamp $(COLLECTION_LINK) lab-up
+	source <($(LAB) env) && \
+	  $(VENV)/bin/ansible-playbook -i inventories/lab playbooks/site.yml -e evidence_root=$(EVIDENCE_ROOT)
+	@latest=$$(ls -td $(EVIDENCE_ROOT)/*/*/ 2>/dev/null | head -1); \
+	  echo; echo "Evidence report: $${latest}report.md"; echo "Evidence bundle: $${latest}"
+
+test: venvs lab-up test-unit sanity lint build test-integration
+
+test-unit: $(VENV)/.stamp $(VENV_NEWEST)/.stamp $(COLLECTION_LINK)
+	$(VENV)/bin/python -m pytest -q tests/unit
+	$(VENV_NEWEST)/bin/python -m pytest -q tests/unit
+
+# ansible-test needs a real tree at ansible_collections/<ns>/<name>: copy the tracked files there.
+sanity: $(VENV)/.stamp $(VENV_NEWEST)/.stamp
+	rm -rf $(SANITY_ROOT) && mkdir -p $(SANITY_ROOT)
+	git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t $(SANITY_ROOT)
+	cd $(SANITY_ROOT) && git init -q && git add -A && \
+	  $(CURDIR)/$(VENV)/bin/ansible-test sanity --python 3.11 --color no && \
+	  $(CURDIR)/$(VENV_NEWEST)/bin/ansible-test sanity --python 3.12 --color no
+
+lint: $(VENV_NEWEST)/.stamp $(COLLECTION_LINK)
+	$(VENV_NEWEST)/bin/ansible-lint --offline
+
+# The built tarball must install with ansible-galaxy and its module docs must render.
+build: $(VENV)/.stamp
+	rm -rf .build/dist .build/installed && mkdir -p .build/dist
+	$(VENV)/bin/ansible-galaxy collection build --output-path .build/dist --force .
+	$(VENV)/bin/ansible-galaxy collection install --no-deps -p .build/installed .build/dist/deployopen-k8s_openstack-*.tar.gz
+	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/.build/installed $(VENV)/bin/ansible-doc deployopen.k8s_openstack.keystone_app_credential | head -3
+
+test-integration: $(VENV)/.stamp $(COLLECTION_LINK)
+	source <($(LAB) env) && $(VENV)/bin/python -m pytest -q tests/integration
