@@ -39,7 +39,9 @@ def openstack_argument_spec(**extra: dict[str, Any]) -> dict[str, Any]:
     """The connection options (documented by the ``openstack`` doc fragment) plus ``extra``."""
     spec: dict[str, Any] = {
         "cloud": {"type": "raw"},
-        "auth": {"type": "dict", "no_log": True},
+        # Not no_log as a whole: its auth_url must stay readable in error messages. Its secret values
+        # are added to no_log_values by protect_auth_secrets().
+        "auth": {"type": "dict", "no_log": False},
         "auth_type": {"type": "str"},
         "region_name": {"type": "str"},
         "interface": {"type": "str", "default": "public", "choices": ["admin", "internal", "public"],
@@ -52,6 +54,18 @@ def openstack_argument_spec(**extra: dict[str, Any]) -> dict[str, Any]:
     }
     spec.update(extra)
     return spec
+
+
+SECRET_AUTH_KEYS = ("password", "application_credential_secret", "token", "passcode", "client_secret", "secret")
+
+
+def auth_secrets(params: dict[str, Any]) -> list[str]:
+    """Secret values inside the auth dict (and a cloud dict's auth), to mask in every output (pure)."""
+    found = []
+    cloud = params.get("cloud")
+    for auth in ((params.get("auth") or {}), (cloud.get("auth") or {}) if isinstance(cloud, dict) else {}):
+        found += [str(v) for k, v in auth.items() if k in SECRET_AUTH_KEYS and v]
+    return found
 
 
 def require_sdk(module: AnsibleModule) -> None:
@@ -92,8 +106,23 @@ def describe_target(params: dict[str, Any]) -> str:
     return "the cloud from the environment (OS_CLOUD / OS_* variables)"
 
 
+def root_cause(exc: BaseException) -> BaseException:
+    """openstacksdk wraps keystoneauth errors in SDKException: find the most specific one in the chain."""
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    if SDK_IMPORT_ERROR is None:
+        for candidate in seen:
+            if isinstance(candidate, ksa_exc.ClientException):
+                return candidate
+    return exc
+
+
 def describe_error(exc: BaseException, action: str, target: str) -> str:
     """Turn an SDK/keystoneauth/HTTP error into a message that says what to fix (pure)."""
+    exc = root_cause(exc)
     if SDK_IMPORT_ERROR is None:
         if isinstance(exc, config_exc.OpenStackConfigException):
             return (f"{action}: the cloud configuration is not usable: {exc}. Check the cloud name against "
@@ -139,6 +168,7 @@ class Cloud:
 
     def __init__(self, module: AnsibleModule) -> None:
         require_sdk(module)
+        module.no_log_values.update(auth_secrets(module.params))
         self.module = module
         self.target = describe_target(module.params)
         kwargs = connection_kwargs(module.params)
