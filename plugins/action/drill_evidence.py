@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: DeployOpen
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, DeployOpen
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Controller side of ``drill_evidence``: writes the evidence bundle of a drill run.
 
 It is an action plugin because the bundle belongs on the controller (AWX keeps
@@ -170,7 +170,8 @@ class ActionModule(ActionBase):
             "report.md": markdown_report(record).encode(),
             "junit.xml": junit_xml(record).encode(),
         }
-        assert set(rendered) == set(FILES)
+        if set(rendered) != set(FILES):
+            raise AnsibleActionFail(f"drill_evidence: internal error, bundle files {sorted(rendered)} != {FILES}")
         # Defence in depth: the bundle must not hold any secret the caller knows of.
         found = leaked({name: data.decode() for name, data in rendered.items()}, args["secrets"])
         if found:

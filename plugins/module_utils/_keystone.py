@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: DeployOpen
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, DeployOpen
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Authenticate with a Keystone application credential and report what the
 token says. Used by ``keystone_app_credential`` (to verify a successor before
 anything is retired) and ``keystone_auth_probe`` (drills' measurements)."""

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: DeployOpen
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, DeployOpen
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One place that builds an openstacksdk connection from the usual module
 options, and one place that turns SDK/HTTP errors into a message that says what
 to fix.

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: DeployOpen
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, DeployOpen
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 # The work is done by the action plugin of the same name on the controller; this file documents it.
 
@@ -23,7 +23,7 @@ description:
     C(report.md) (for a person), C(junit.xml) (for AWX and CI) and C(SHA256SUMS). It refuses to write a bundle
     that contains any of I(secrets).
 author:
-  - DeployOpen
+  - DeployOpen Engineering (@deployopen)
 extends_documentation_fragment:
   - deployopen.k8s_openstack.attributes
 attributes:
@@ -40,9 +40,10 @@ options:
     choices: [start, step, finish]
   drill:
     description:
-      - The drill's declaration, with C(start). C(pass_rule) is C({all: [clauses]}); a clause is
-        C({measure: NAME, OPERATOR: VALUE}) with one operator of C(equals), C(not_equals), C(min), C(max),
-        C(in), C(not_in). A measure that was never recorded fails its clause.
+      - The drill's declaration, with C(start). C(pass_rule) is a dict with key C(all) holding a list of clauses.
+      - A clause is a dict with C(measure) (a measured value's name) and one operator of C(equals),
+        C(not_equals), C(min), C(max), C(in), C(not_in) with the expected value. A measure that was never
+        recorded fails its clause.
     type: dict
   evidence_root:
     description: Folder that holds the bundles, with C(start).

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: DeployOpen
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, DeployOpen
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ description:
     that the newest I(keep) remain. A failure at any step deletes the unproven successor and leaves every
     predecessor untouched.
   - The generated secret is returned only when a credential is created. Run tasks of this module with
-    C(no_log: true), or the secret appears in the task result.
+    C(no_log=true), or the secret appears in the task result.
 author:
-  - DeployOpen
+  - DeployOpen Engineering (@deployopen)
 extends_documentation_fragment:
   - deployopen.k8s_openstack.openstack
   - deployopen.k8s_openstack.attributes
@@ -111,7 +111,7 @@ options:
         the successor included. The default keeps the successor and the previous credential (a way back).
     type: int
     default: 2
-  verify:
+  verify_successor:
     description:
       - With I(state=rotated), prove the successor by getting a token with it before returning it.
       - Setting this to false also prevents I(retire).
@@ -208,7 +208,7 @@ retired:
   elements: dict
 verification:
   description: The token check of the successor.
-  returned: state is rotated and verify is true and not check mode
+  returned: state is rotated and verify_successor is true and not check mode
   type: dict
   contains:
     authenticated:
@@ -286,7 +286,7 @@ def argument_spec() -> dict[str, Any]:
         recreate_on_drift={"type": "bool", "default": False},
         retire={"type": "bool", "default": False},
         keep={"type": "int", "default": 2, "no_log": False},
-        verify={"type": "bool", "default": True},
+        verify_successor={"type": "bool", "default": True},
     )
 
 
@@ -397,7 +397,7 @@ def run_rotated(module: AnsibleModule, creds: AppCredentials, desired: Desired, 
         return result
     created = creds.create(new_name, desired, params["secret"])
     verification = None
-    if params["verify"]:
+    if params["verify_successor"]:
         verification = verify_successor(module, creds, created, desired)
     retired = []
     for member in to_retire:
@@ -450,8 +450,9 @@ def main() -> None:
         desired = desired_from(params, now) if params["name"] else None
         if params["state"] == "rotated":
             plan_retirement([], params["keep"])  # validates keep
-            if params["retire"] and not params["verify"]:
-                raise InputError("retire=true needs verify=true: nothing is retired before the successor is proven")
+            if params["retire"] and not params["verify_successor"]:
+                raise InputError("retire=true needs verify_successor=true: nothing is retired before the successor "
+                                 "is proven")
     except InputError as exc:
         module.fail_json(msg=str(exc))
 
@@ -466,11 +467,11 @@ def main() -> None:
     try:
         if params["state"] == "absent":
             result = run_absent(module, creds)
+        elif desired is None:  # required_if makes this unreachable; keeps type checkers honest
+            module.fail_json(msg=f"state={params['state']} needs 'name'")
         elif params["state"] == "rotated":
-            assert desired is not None
             result = run_rotated(module, creds, desired, now)
         else:
-            assert desired is not None
             result = run_present(module, creds, desired)
     except sdk_errors() as exc:  # pragma: no cover - each call site already maps its errors
         module.fail_json(msg=describe_error(exc, "managing application credentials", cloud.auth_url),

@@ -1,7 +1,7 @@
 #!/usr/bin/python
 # -*- coding: utf-8 -*-
-# Copyright: DeployOpen
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, DeployOpen
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ module: keystone_auth_probe
 short_description: Measure whether a Keystone application credential authenticates
 version_added: 0.1.0
 description:
-  - Asks Keystone for a token with an application credential and reports what happened: whether a token was
+  - Asks Keystone for a token with an application credential and reports whether a token was
     issued, its project and roles, the HTTP status and the time it took.
   - A rejected credential is a measurement (C(authenticated=false)), not a failure, so drills can prove that
     a retired credential no longer works. An unreachable Keystone fails with its URL.
   - Never returns the token or the secret.
 author:
-  - DeployOpen
+  - DeployOpen Engineering (@deployopen)
 extends_documentation_fragment:
   - deployopen.k8s_openstack.attributes
 attributes:

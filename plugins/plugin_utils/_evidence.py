@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: DeployOpen
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, DeployOpen
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The drill framework's pure logic: drill declarations, redaction, pass rules,
 and the evidence bundle's files (record JSON, JUnit XML, Markdown, manifest).
 
@@ -276,7 +276,7 @@ def verify_manifest(text: str, files: Mapping[str, bytes]) -> list[str]:
     """Names whose content no longer matches the manifest (or that it lists but are missing)."""
     bad = []
     for line in text.splitlines():
-        digest, _, name = line.partition("  ")
+        digest, _sep, name = line.partition("  ")
         if name not in files or hashlib.sha256(files[name]).hexdigest() != digest:
             bad.append(name)
     return bad

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
-# Copyright: DeployOpen
-# Apache License 2.0 (see LICENSE)
+# Copyright: (c) 2026, DeployOpen
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Set options in one section of an INI text (cloud.conf), keeping everything else as it was:
 other sections, comments, order. Pure text in, text out."""
 
@@ -35,7 +35,7 @@ def ini_set_options(text: str | None, section: str, options: Mapping[str, Any]) 
         trailing = []
         while out and not out[-1].strip():
             trailing.append(out.pop())
-        for _, (key, value) in list(pending.items()):
+        for key, value in list(pending.values()):
             if value is not None:
                 out.append(f"{key} = {_render(value)}")
         pending.clear()

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import openstack
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from labtest import CLOUDS_YAML, USER_CLOUD, ModuleRunner, list_family
+from labtest import CLOUDS_YAML, USER_CLOUD, ModuleRunner
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,5 +63,3 @@ def run_module() -> ModuleRunner:
         return json.loads(out.getvalue())
 
     return _run
-
-

@@ -5,15 +5,11 @@ A missing lab fails the tests with the command to run: a skip would hide a missi
 
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import openstack
 

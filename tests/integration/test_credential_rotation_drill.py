@@ -77,7 +77,7 @@ def test_drill_passes_and_rotates_from_the_live_configuration(two_runs: tuple[Dr
     assert rec1["verdict"] == rec2["verdict"] == "pass"
     # The second run started from the credential the first one left in cloud.conf.
     assert rec2["steps"][0]["output"]["current_credential_id"] == rec1["measured"]["successor_id"]
-    cred_id, _ = configured(second.conf)
+    cred_id = configured(second.conf)[0]
     assert cred_id == rec2["measured"]["successor_id"]
     # Exactly the live credential remains in Keystone.
     assert [c.id for c in list_family(user_conn, second.family)] == [cred_id]
@@ -88,7 +88,7 @@ def test_drill_passes_and_rotates_from_the_live_configuration(two_runs: tuple[Dr
 
 
 def test_bundle_is_complete_and_verifiable(two_runs: tuple[DrillRun, DrillRun]) -> None:
-    _, second = two_runs
+    second = two_runs[1]
     bundle = second.bundles()[-1]
     files = {p.name: p.read_bytes() for p in bundle.iterdir()}
     assert set(files) == {"record.json", "report.md", "junit.xml", "SHA256SUMS"}
@@ -150,7 +150,7 @@ def test_drill_fails_honestly_when_retirement_is_skipped(tmp_path: Path, drill_f
 
 def test_check_mode_changes_nothing(tmp_path: Path, two_runs: tuple[DrillRun, DrillRun],
                                     user_conn: openstack.connection.Connection) -> None:
-    _, second = two_runs
+    second = two_runs[1]
     before_conf = second.conf.read_bytes()
     before_family = [c.id for c in list_family(user_conn, second.family)]
     proc = ansible_playbook("playbooks/site.yml", "--check", "-e", f"credential_rotation_credential_name={second.family}",

@@ -51,8 +51,8 @@ def test_present_creates_then_is_idempotent(run_module: ModuleRunner, family: st
     assert [c.id for c in list_family(user_conn, family)] == [created["id"]]
 
 
-def test_check_mode_predicts_and_changes_nothing(run_module: ModuleRunner, family: str,
-                                                  user_conn: openstack.connection.Connection) -> None:
+def test_check_mode_predicts_and_changes_nothing(
+        run_module: ModuleRunner, family: str, user_conn: openstack.connection.Connection) -> None:
     predicted = run_module(mod.main, args(family, roles=["member"]), check=True, diff=True)
     assert predicted["changed"] is True
     assert predicted["application_credential"]["name"] == family
@@ -164,7 +164,7 @@ def past() -> str:
     ({"name": "n" * 256}, ["256 characters long; use at most 255"]),
     ({"name": "n" * 236, "state": "rotated"}, ["use at most 235", "suffix"]),
     ({"state": "rotated", "keep": 0, "retire": True}, ["keep must be at least 1"]),
-    ({"state": "rotated", "retire": True, "verify": False}, ["retire=true needs verify=true"]),
+    ({"state": "rotated", "retire": True, "verify_successor": False}, ["retire=true needs verify_successor=true"]),
 ])
 def test_bad_input_fails_clearly_and_creates_nothing(run_module: ModuleRunner, family: str, extra: dict[str, Any],
                                                      fragments: list[str],
