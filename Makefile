@@ -16,7 +16,7 @@ EVIDENCE_ROOT ?= $(CURDIR)/evidence
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help lab lab-up lab-down lab-status test test-unit test-integration sanity lint build venvs
+.PHONY: help lab lab-up lab-down lab-status test test-unit test-integration test-integration-newest sanity lint typecheck build venvs
 
 help:
 	@echo "make lab         set up everything (venvs, system packages, the lab) and run site.yml on it"
@@ -57,7 +57,7 @@ lab: $(VENV)/.stamp $(COLLECTION_LINK) lab-up
 	@latest=$$(ls -td $(EVIDENCE_ROOT)/*/*/ 2>/dev/null | head -1); \
 	  echo; echo "Evidence report: $${latest}report.md"; echo "Evidence bundle: $${latest}"
 
-test: venvs lab-up test-unit sanity lint build test-integration
+test: venvs lab-up test-unit typecheck sanity lint build test-integration test-integration-newest
 
 test-unit: $(VENV)/.stamp $(VENV_NEWEST)/.stamp $(COLLECTION_LINK)
 	$(VENV)/bin/python -m pytest -q tests/unit
@@ -73,6 +73,9 @@ sanity: $(VENV)/.stamp $(VENV_NEWEST)/.stamp
 	cd $(SANITY_ROOT) && git init -q && git add -A && \
 	  $(CURDIR)/$(VENV)/bin/ansible-test sanity --python 3.11 --color no && \
 	  $(CURDIR)/$(VENV_NEWEST)/bin/ansible-test sanity --python 3.12 --color no
+
+typecheck: $(VENV_NEWEST)/.stamp $(COLLECTION_LINK)
+	$(VENV_NEWEST)/bin/mypy plugins lab tests
 
 lint: $(VENV_NEWEST)/.stamp $(COLLECTION_LINK)
 	$(VENV_NEWEST)/bin/ansible-lint --offline
@@ -93,3 +96,7 @@ build: $(VENV)/.stamp
 
 test-integration: $(VENV)/.stamp $(COLLECTION_LINK)
 	source <($(LAB) env) && $(VENV)/bin/python -m pytest -q tests/integration
+
+# The drill end to end on the newest ansible-core too (the module tests above run on 2.19).
+test-integration-newest: $(VENV_NEWEST)/.stamp $(COLLECTION_LINK)
+	source <($(LAB) env) && $(VENV_NEWEST)/bin/python -m pytest -q tests/integration/test_credential_rotation_drill.py

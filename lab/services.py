@@ -7,6 +7,7 @@ are added to ``SERVICES`` in dependency order.
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import time
@@ -49,7 +50,7 @@ class Etcd:
 
     def start(self, lab: Lab) -> None:
         etcd = shutil.which("etcd") or "/usr/bin/etcd"
-        procs = []
+        procs: list[tuple[str, str, Process]] = []
         for member in ETCD_MEMBERS:
             data_dir = lab.data / member
             state = "existing" if (data_dir / "member").exists() else "new"
@@ -64,7 +65,7 @@ class Etcd:
                         "--logger", "zap", "--log-outputs", "stderr"])
             procs.append((member, client, proc))
         for member, client, proc in procs:
-            took = wait_for(f"etcd member {member}", lambda c=client: _etcd_healthy(c), 60, proc)
+            took = wait_for(f"etcd member {member}", functools.partial(_etcd_healthy, client), 60, proc)
             log(f"etcd member {member} healthy at {client} ({took:.1f}s)")
 
     def stop(self, lab: Lab) -> None:
@@ -151,7 +152,7 @@ control_socket_disable = True
         proc = Process(lab, "keystone")
         base = self._dir(lab)
         conf = self._write_config(lab)
-        manage = [lab.venv_bin("keystone-manage"), "--config-file", conf]
+        manage: list[str | Path] = [lab.venv_bin("keystone-manage"), "--config-file", conf]
         started = time.monotonic()
         if not (base / "bootstrapped").exists():
             log("initialising Keystone (db_sync, fernet keys, bootstrap)")

@@ -236,9 +236,13 @@ auth_url:
 
 import traceback  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any, cast  # noqa: E402
 
 from ansible.module_utils.basic import AnsibleModule  # noqa: E402
+
+if TYPE_CHECKING:  # pragma: no cover
+    from keystoneauth1.identity.base import BaseIdentityPlugin
+    from openstack.identity.v3._proxy import Proxy as IdentityV3
 
 from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._app_credential import (  # noqa: E402
     DEFAULT_ROLE_INFERENCES,
@@ -297,11 +301,12 @@ class AppCredentials:
         self.module = module
         self.cloud = cloud
         self.conn = cloud.conn
+        self.identity = cast("IdentityV3", self.conn.identity)
         try:
-            access = self.conn.session.auth.get_access(self.conn.session)
+            access = cast("BaseIdentityPlugin", self.conn.session.auth).get_access(self.conn.session)
         except sdk_errors() as exc:
             cloud.fail(exc, "reading the authenticated user's token")
-        self.user_id: str = access.user_id
+        self.user_id: str = str(access.user_id)
         self.project_id: str | None = access.project_id
         self.held_roles: list[str] = sorted(access.role_names or [])
         if not self.project_id:
@@ -312,7 +317,7 @@ class AppCredentials:
     def _role_inferences(self) -> dict[str, tuple[str, ...]]:
         """Keystone's implied-role rules; Keystone's defaults when this identity may not list them."""
         try:
-            response = self.conn.identity.get("/role_inferences")
+            response = self.identity.get("/role_inferences")
             if response.status_code == 200:
                 return parse_role_inferences(response.json())
         except sdk_errors():
@@ -321,7 +326,7 @@ class AppCredentials:
 
     def list(self) -> list[dict[str, Any]]:
         try:
-            return [c.to_dict(computed=False) for c in self.conn.identity.application_credentials(self.user_id)]
+            return [c.to_dict(computed=False) for c in self.identity.application_credentials(self.user_id)]
         except sdk_errors() as exc:
             self.cloud.fail(exc, f"listing the application credentials of user {self.user_id}")
 
@@ -330,14 +335,14 @@ class AppCredentials:
         if secret:
             attrs["secret"] = secret
         try:
-            created = self.conn.identity.create_application_credential(self.user_id, name, **attrs)
+            created = self.identity.create_application_credential(self.user_id, name, **attrs)
         except sdk_errors() as exc:
             self.cloud.fail(exc, f"creating application credential '{name}'")
         return created.to_dict(computed=False)
 
     def delete(self, cred: dict[str, Any]) -> None:
         try:
-            self.conn.identity.delete_application_credential(self.user_id, cred["id"], ignore_missing=True)
+            self.identity.delete_application_credential(self.user_id, cred["id"], ignore_missing=True)
         except sdk_errors() as exc:
             self.cloud.fail(exc, f"deleting application credential '{cred.get('name')}' ({cred['id']})")
 
@@ -419,7 +424,8 @@ def verify_successor(module: AnsibleModule, creds: AppCredentials, created: dict
     problems: list[str]
     try:
         outcome = authenticate_application_credential(creds.cloud.auth_url, created["id"], secret,
-                                                      verify=creds.conn.session.verify)
+                                                      verify=creds.conn.session.verify
+                                                      if creds.conn.session.verify is not None else True)
         problems = token_problems(str(creds.project_id), desired.roles, outcome.project_id, outcome.roles) \
             if outcome.authenticated else [f"Keystone refused a token (HTTP {outcome.http_status})"]
         report = outcome.as_dict()

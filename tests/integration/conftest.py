@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 import openstack
 import pytest
 from ansible.module_utils.testing import patch_module_args
-from labtest import CLOUDS_YAML, USER_CLOUD, ModuleRunner
+from labtest import CLOUDS_YAML, USER_CLOUD, ModuleRunner, delete_family
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -44,10 +44,7 @@ def family(user_conn: openstack.connection.Connection) -> Iterator[str]:
     """A unique credential base name; every credential of its family is deleted afterwards."""
     base = f"it-{uuid.uuid4().hex[:10]}"
     yield base
-    user_id = user_conn.current_user_id
-    for cred in user_conn.identity.application_credentials(user_id):
-        if cred.name == base or cred.name.startswith(base + "-"):
-            user_conn.identity.delete_application_credential(user_id, cred.id)
+    delete_family(user_conn, base)
 
 
 @pytest.fixture

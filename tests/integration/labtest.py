@@ -20,9 +20,15 @@ USER_CLOUD = "lab-k8s-cluster"
 ADMIN_CLOUD = "lab-admin"
 
 
-def list_family(conn: openstack.connection.Connection, base: str) -> list[Any]:
+def list_family(conn: Any, base: str) -> list[Any]:
+    """The credentials named ``base`` or ``base-...`` of the connection's user, by name."""
     return sorted((c for c in conn.identity.application_credentials(conn.current_user_id)
                    if c.name == base or c.name.startswith(base + "-")), key=lambda c: c.name)
+
+
+def delete_family(conn: Any, base: str) -> None:
+    for cred in list_family(conn, base):
+        conn.identity.delete_application_credential(conn.current_user_id, cred.id)
 
 
 ModuleRunner = Callable[..., dict[str, Any]]

@@ -15,7 +15,7 @@ from typing import Iterator
 
 import openstack
 import pytest
-from labtest import LAB_HOME, ansible_playbook, list_family
+from labtest import LAB_HOME, ansible_playbook, delete_family, list_family
 
 from ansible_collections.deployopen.k8s_openstack.plugins.plugin_utils._evidence import verify_manifest
 
@@ -47,9 +47,7 @@ def run_drill(tmp: Path, family: str, *extra: str) -> DrillRun:
 def drill_family(lab_is_up: None) -> Iterator[str]:
     family = f"drill-{uuid.uuid4().hex[:8]}"
     yield family
-    conn = openstack.connect(cloud="lab-k8s-cluster")
-    for cred in list_family(conn, family):
-        conn.identity.delete_application_credential(conn.current_user_id, cred.id)
+    delete_family(openstack.connect(cloud="lab-k8s-cluster"), family)
 
 
 @pytest.fixture(scope="module")
@@ -143,9 +141,7 @@ def test_drill_fails_honestly_when_retirement_is_skipped(tmp_path: Path, drill_f
         suite = ET.fromstring((run.bundles()[-1] / "junit.xml").read_text()).find("testsuite")
         assert suite is not None and suite.get("failures") == "2"
     finally:
-        conn = openstack.connect(cloud="lab-k8s-cluster")
-        for cred in list_family(conn, family):
-            conn.identity.delete_application_credential(conn.current_user_id, cred.id)
+        delete_family(openstack.connect(cloud="lab-k8s-cluster"), family)
 
 
 def test_check_mode_changes_nothing(tmp_path: Path, two_runs: tuple[DrillRun, DrillRun],

@@ -9,8 +9,8 @@ from ansible_collections.deployopen.k8s_openstack.plugins.module_utils import _a
 NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
 
 
-def cred(name: str, **extra: object) -> dict:
-    base = {"id": f"id-{name}", "name": name, "description": None, "project_id": "p1",
+def cred(name: str, **extra: object) -> dict[str, object]:
+    base: dict[str, object] = {"id": f"id-{name}", "name": name, "description": None, "project_id": "p1",
             "roles": [{"id": "r1", "name": "member"}, {"id": "r2", "name": "reader"}],
             "expires_at": None, "unrestricted": False, "access_rules": []}
     base.update(extra)
