@@ -43,7 +43,7 @@ def _check_addressing(host: str, where: str, item: Mapping[str, Any], errors: li
         if net is None:
             errors.append(f"{host}: {where}.addresses[{index}] = {address!r} is not an address with a prefix "
                           "(for example 10.0.0.11/24)")
-        elif net.ip == net.network and net.prefixlen < net.ip.bits() - 1:
+        elif net.ip == net.network and net.prefixlen < (32 if net.version == 4 else 128) - 1:
             errors.append(f"{host}: {where}.addresses[{index}] = {address!r} is the network address, not a host "
                           "address")
         else:
