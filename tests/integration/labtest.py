@@ -34,11 +34,12 @@ def delete_family(conn: Any, base: str) -> None:
 ModuleRunner = Callable[..., dict[str, Any]]
 
 
-def ansible_playbook(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ansible-playbook from this venv against the lab inventory."""
+def ansible_playbook(*args: str, env: dict[str, str] | None = None,
+                     inventory: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ansible-playbook from this venv (against the lab inventory unless another is given)."""
     full_env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".build"),
                 "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_FORCE_COLOR": "0",
                 "ANSIBLE_NOCOLOR": "1", **(env or {})}
     binary = Path(sys.executable).with_name("ansible-playbook")
-    return subprocess.run([str(binary), "-i", str(REPO / "inventories" / "lab"), *args], cwd=REPO, env=full_env,
+    return subprocess.run([str(binary), "-i", str(inventory or REPO / "inventories" / "lab"), *args], cwd=REPO, env=full_env,
                           text=True, capture_output=True, check=False, timeout=600)
