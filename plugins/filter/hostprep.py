@@ -7,11 +7,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.basic import missing_required_lib
 
 from ansible_collections.deployopen.k8s_openstack.plugins.plugin_utils import _hostprep
 
 
 def network_errors(host: str, ethernets: Any = None, bonds: Any = None, vlans: Any = None) -> list[str]:
+    if not _hostprep.HAS_NETADDR:
+        raise AnsibleFilterError(missing_required_lib("netaddr"))
     for name, value in (("host_prep_ethernets", ethernets), ("host_prep_bonds", bonds), ("host_prep_vlans", vlans)):
         if value is not None and not isinstance(value, list):
             raise AnsibleFilterError(f"{host}: {name} must be a list, got {type(value).__name__}")
@@ -19,6 +22,8 @@ def network_errors(host: str, ethernets: Any = None, bonds: Any = None, vlans: A
 
 
 def cluster_address_errors(addresses: dict[str, Any]) -> list[str]:
+    if not _hostprep.HAS_NETADDR:
+        raise AnsibleFilterError(missing_required_lib("netaddr"))
     return _hostprep.cluster_address_errors(addresses)
 
 

@@ -11,13 +11,25 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-import netaddr
+try:
+    import netaddr
+except ImportError:  # reported by require_netaddr() when a check runs
+    HAS_NETADDR = False
+else:
+    HAS_NETADDR = True
+
+
+def require_netaddr() -> None:
+    if not HAS_NETADDR:
+        raise ImportError("the host_prep checks need the Python library netaddr on the controller "
+                          "(pip install netaddr; it is in the collection's requirements.txt)")
+
 
 BOND_MODES = ("balance-rr", "active-backup", "balance-xor", "broadcast", "802.3ad", "balance-tlb", "balance-alb")
 IFNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,14}$")  # Linux IFNAMSIZ - 1
 
 
-def _cidr(value: Any) -> netaddr.IPNetwork | None:
+def _cidr(value: Any) -> "netaddr.IPNetwork | None":
     """An address with its prefix (10.0.0.5/24), or None when it is not one."""
     if not isinstance(value, str) or "/" not in value:
         return None
@@ -27,7 +39,7 @@ def _cidr(value: Any) -> netaddr.IPNetwork | None:
         return None
 
 
-def _ip(value: Any) -> netaddr.IPAddress | None:
+def _ip(value: Any) -> "netaddr.IPAddress | None":
     if not isinstance(value, str):
         return None
     try:
@@ -36,7 +48,7 @@ def _ip(value: Any) -> netaddr.IPAddress | None:
         return None
 
 
-def _check_addressing(host: str, where: str, item: Mapping[str, Any], errors: list[str]) -> list[netaddr.IPNetwork]:
+def _check_addressing(host: str, where: str, item: Mapping[str, Any], errors: list[str]) -> "list[netaddr.IPNetwork]":
     networks = []
     for index, address in enumerate(item.get("addresses") or []):
         net = _cidr(address)
@@ -65,6 +77,7 @@ def _check_addressing(host: str, where: str, item: Mapping[str, Any], errors: li
 def network_errors(host: str, ethernets: Sequence[Mapping[str, Any]], bonds: Sequence[Mapping[str, Any]],
                    vlans: Sequence[Mapping[str, Any]]) -> list[str]:
     """Everything wrong with one host's NIC declarations (empty: fine)."""
+    require_netaddr()
     errors: list[str] = []
     names: dict[str, str] = {}
 
@@ -109,6 +122,7 @@ def network_errors(host: str, ethernets: Sequence[Mapping[str, Any]], bonds: Seq
 
 def cluster_address_errors(addresses: Mapping[str, Any]) -> list[str]:
     """Cluster addresses (host -> address) must be IPs and unique across the inventory."""
+    require_netaddr()
     errors = []
     seen: dict[str, str] = {}
     for host, value in sorted(addresses.items()):

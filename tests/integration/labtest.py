@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-import openstack
 
 REPO = Path(__file__).resolve().parents[2]
 LAB_HOME = Path(os.environ.get("LAB_HOME", REPO / ".lab"))

@@ -10,9 +10,10 @@ NOW = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
 
 
 def cred(name: str, **extra: object) -> dict[str, object]:
-    base: dict[str, object] = {"id": f"id-{name}", "name": name, "description": None, "project_id": "p1",
-            "roles": [{"id": "r1", "name": "member"}, {"id": "r2", "name": "reader"}],
-            "expires_at": None, "unrestricted": False, "access_rules": []}
+    base: dict[str, object] = {
+        "id": f"id-{name}", "name": name, "description": None, "project_id": "p1",
+        "roles": [{"id": "r1", "name": "member"}, {"id": "r2", "name": "reader"}],
+        "expires_at": None, "unrestricted": False, "access_rules": []}
     base.update(extra)
     return base
 

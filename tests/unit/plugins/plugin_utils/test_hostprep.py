@@ -77,8 +77,8 @@ def parse(content: str) -> configparser.ConfigParser:
 
 
 def test_networkd_files_for_bond_with_vlans() -> None:
-    files = {f["file"]: f["content"] for f in hp.networkd_files([], [BOND], [VLAN, {**VLAN, "name": "bond0.200",
-                                                                                       "id": 200, "gateway": None}])}
+    second_vlan = {**VLAN, "name": "bond0.200", "id": 200, "gateway": None}
+    files = {f["file"]: f["content"] for f in hp.networkd_files([], [BOND], [VLAN, second_vlan])}
     assert sorted(files) == [
         "10-deployopen-bond0.netdev", "10-deployopen-bond0.network", "20-deployopen-eno1.network",
         "20-deployopen-eno2.network", "40-deployopen-bond0.100.netdev", "40-deployopen-bond0.100.network",
