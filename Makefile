@@ -119,7 +119,4 @@ molecule-image: molecule-deps
 	molecule/image/build.sh
 
 molecule: $(VENV_NEWEST)/.stamp $(COLLECTION_LINK) molecule-image
-	@for scenario in $(MOLECULE_SCENARIOS); do \
-	  start=$$(date +%s); \
-	  PATH=$(CURDIR)/$(VENV_NEWEST)/bin:$$PATH $(VENV_NEWEST)/bin/molecule test -s $$scenario || exit 1; \
-	  echo "molecule scenario $$scenario passed in $$(( $$(date +%s) - start ))s"; done
+	PATH=$(CURDIR)/$(VENV_NEWEST)/bin:$$PATH molecule/run.sh $(MOLECULE_SCENARIOS)
