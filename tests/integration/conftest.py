@@ -18,8 +18,9 @@ from ansible.module_utils.testing import patch_module_args
 from labtest import CLOUDS_YAML, USER_CLOUD, ModuleRunner, delete_family
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def lab_is_up() -> None:
+    """The lab's Keystone answers (tests of Keystone-backed modules and drills depend on this)."""
     if not CLOUDS_YAML.exists():
         pytest.fail(f"the lab is not set up ({CLOUDS_YAML} missing): run `make lab-up` first", pytrace=False)
     os.environ["OS_CLIENT_CONFIG_FILE"] = str(CLOUDS_YAML)
