@@ -105,14 +105,15 @@ def main() -> int:
                 subprocess.run(["sha256sum", str(plain)], capture_output=True, check=True))))
             dest = work / f"module-{round_}"
             result: dict[str, Any] = {}
-            module_save.append(timed(lambda: result.update(run_module({**base, "endpoints": [client],
-                                                                        "dest": str(dest)}))))
+            save_args = {**base, "endpoints": [client], "dest": str(dest)}
+            module_save.append(timed(lambda: result.update(run_module(save_args))))
             plain_restore.append(timed(lambda: subprocess.run(
                 [ETCDUTL, "snapshot", "restore", str(plain), "--data-dir", str(work / f"pr-{round_}")],
                 capture_output=True, check=True)))
             members = [{"name": "r", "peer_url": "http://127.0.0.1:2380", "data_dir": str(work / f"mr-{round_}")}]
-            module_restore.append(timed(lambda: run_module({**base, "state": "restored", "snapshot": result["snapshot"],
-                                                            "members": members, "initial_cluster_token": "bench"})))
+            restore_args = {**base, "state": "restored", "snapshot": result["snapshot"], "members": members,
+                            "initial_cluster_token": "bench"}
+            module_restore.append(timed(lambda: run_module(restore_args)))
             for leftover in (plain, dest, work / f"pr-{round_}", work / f"mr-{round_}"):
                 shutil.rmtree(leftover, ignore_errors=True) if leftover.is_dir() else leftover.unlink(missing_ok=True)
 

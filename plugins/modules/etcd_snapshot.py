@@ -171,8 +171,8 @@ import hashlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
 import shutil  # noqa: E402
+import signal  # noqa: E402
 import socket  # noqa: E402
-import subprocess  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from datetime import datetime, timezone  # noqa: E402
@@ -245,11 +245,12 @@ class Etcd:
     def __init__(self, module: AnsibleModule) -> None:
         self.module = module
         params = module.params
-        self.etcdctl = find_binary(module, params["etcdctl_path"])
-        self.etcdutl = find_binary(module, params["etcdutl_path"])
-        if not self.etcdctl or not os.access(self.etcdctl, os.X_OK):
+        etcdctl = find_binary(module, params["etcdctl_path"])
+        if not etcdctl:
             module.fail_json(msg=f"etcdctl not found ({params['etcdctl_path']}): install etcd-client or set "
                                  "etcdctl_path")
+        self.etcdctl: str = etcdctl or ""
+        self.etcdutl = find_binary(module, params["etcdutl_path"])
         self.ctl_version = parse_version(self.run([self.etcdctl, "version"], "reading etcdctl's version"))
         try:
             self.offline = offline_tool(self.etcdutl is not None, self.ctl_version)
@@ -271,18 +272,20 @@ class Etcd:
                 args.append(f"--{option}={params[option]}")
         return args
 
-    def run(self, argv: list[str], action: str, env: dict[str, str] | None = None) -> str:
-        full_env = {**os.environ, "ETCDCTL_API": "3", **(env or {})}
-        try:
-            proc = subprocess.run(argv, capture_output=True, text=True, env=full_env,
-                                  timeout=self.module.params["command_timeout"], check=False)
-        except subprocess.TimeoutExpired:
+    def attempt(self, argv: list[str]) -> tuple[int, str, str]:
+        """Run a command with ETCDCTL_API=3 under coreutils' timeout (rc 124 when it ran out of time)."""
+        limit = str(self.module.params["command_timeout"])
+        rc, out, err = self.module.run_command(["timeout", limit, *argv], environ_update={"ETCDCTL_API": "3"})
+        return int(rc), str(out), str(err)
+
+    def run(self, argv: list[str], action: str) -> str:
+        rc, out, err = self.attempt(argv)
+        if rc == 124:
             self.module.fail_json(msg=f"{action}: {' '.join(argv[:3])} did not finish in "
                                       f"{self.module.params['command_timeout']}s (command_timeout)")
-        if proc.returncode != 0:
-            self.module.fail_json(msg=f"{action} failed: {(proc.stderr or proc.stdout).strip()[-800:]}",
-                                  rc=proc.returncode, cmd=" ".join(argv))
-        return proc.stdout
+        if rc != 0:
+            self.module.fail_json(msg=f"{action} failed: {(err or out).strip()[-800:]}", rc=rc, cmd=" ".join(argv))
+        return out
 
     def status(self, snapshot: str) -> dict[str, int]:
         out = self.run([self.offline_bin, "snapshot", "status", snapshot, "-w", "json"],
@@ -330,13 +333,12 @@ def run_saved(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
     member_status: dict[str, Any] = {}
     errors = []
     for candidate in params["endpoints"]:
-        proc = subprocess.run([etcd.etcdctl, f"--endpoints={candidate}", *tls, "--dial-timeout=5s",
-                               "--command-timeout=10s", "endpoint", "status", "-w", "json"],
-                              capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"}, check=False)
-        if proc.returncode == 0:
-            endpoint, member_status = candidate, parse_endpoint_status(proc.stdout)
+        rc, out, err = etcd.attempt([etcd.etcdctl, f"--endpoints={candidate}", *tls, "--dial-timeout=5s",
+                                     "--command-timeout=10s", "endpoint", "status", "-w", "json"])
+        if rc == 0:
+            endpoint, member_status = candidate, parse_endpoint_status(out)
             break
-        errors.append(f"{candidate}: {(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+        errors.append(f"{candidate}: {(err or out).strip().splitlines()[-1:]}")
     if not endpoint:
         module.fail_json(msg=f"no etcd member answered ({'; '.join(errors)}): check endpoints, the TLS files and "
                              "that the member is running")
@@ -450,6 +452,22 @@ def run_restored(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ verified
 
+def stop_pid(pid: int, timeout: float = 15.0) -> None:
+    """Stop the throwaway member: SIGTERM, then SIGKILL if it is still there after ``timeout``."""
+    if pid <= 0:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not os.path.exists(f"/proc/{pid}"):
+            return
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -466,26 +484,30 @@ def run_verified(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
     if not etcd_bin:
         module.fail_json(msg=f"etcd binary not found ({params['etcd_path']}): set etcd_path")
     scratch = tempfile.mkdtemp(prefix="etcd-verify-")
-    proc = None
+    pid = 0
     try:
         client, peer = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
         data_dir = os.path.join(scratch, "data")
         verify_member = Member("verify", peer, data_dir)
         etcd.run([etcd.offline_bin, *restore_argv(etcd.offline, snapshot, verify_member, [verify_member],
                                                   "deployopen-verify")], f"restoring {snapshot} into a scratch dir")
-        log = open(os.path.join(scratch, "etcd.log"), "w")
-        proc = subprocess.Popen([etcd_bin, "--name", "verify", "--data-dir", data_dir, "--listen-client-urls", client,
-                                 "--advertise-client-urls", client, "--listen-peer-urls", peer,
-                                 "--initial-advertise-peer-urls", peer, "--initial-cluster", f"verify={peer}"],
-                                stdout=log, stderr=subprocess.STDOUT)
+        log_path = os.path.join(scratch, "etcd.log")
+        # The member must keep running while it is read: the shell starts it in the background (output to
+        # a log) and prints its pid; run_command returns once the shell exits.
+        rc, out, err = module.run_command(
+            ["/bin/sh", "-c", 'exec "$0" "$@" >"$ETCD_VERIFY_LOG" 2>&1 </dev/null & echo $!', etcd_bin,
+             "--name", "verify", "--data-dir", data_dir, "--listen-client-urls", client,
+             "--advertise-client-urls", client, "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", f"verify={peer}"], environ_update={"ETCD_VERIFY_LOG": log_path})
+        if rc != 0 or not out.strip().isdigit():
+            module.fail_json(msg=f"could not start a throwaway etcd member: {err or out}")
+        pid = int(out.strip())
         deadline = time.monotonic() + 60
         while True:
-            ready = subprocess.run([etcd.etcdctl, f"--endpoints={client}", "--dial-timeout=1s", "endpoint", "health"],
-                                   capture_output=True, env={**os.environ, "ETCDCTL_API": "3"}, check=False)
-            if ready.returncode == 0:
+            if etcd.attempt([etcd.etcdctl, f"--endpoints={client}", "--dial-timeout=1s", "endpoint", "health"])[0] == 0:
                 break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                with open(os.path.join(scratch, "etcd.log")) as handle:
+            if not os.path.exists(f"/proc/{pid}") or time.monotonic() > deadline:
+                with open(log_path) as handle:
                     tail = handle.read()[-800:]
                 module.fail_json(msg=f"the throwaway member for {snapshot} did not come up: {tail}")
             time.sleep(0.2)
@@ -494,12 +516,7 @@ def run_verified(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
         kvs = json.loads(out).get("kvs") or []
         summary = summarise_kvs(kvs)
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop_pid(pid)
         shutil.rmtree(scratch, ignore_errors=True)
     return {"changed": False, "snapshot": snapshot, "status": status, **summary}
 
