@@ -6,6 +6,7 @@ A missing lab fails the tests with the command to run: a skip would hide a missi
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,10 @@ def ansible_playbook(*args: str, env: dict[str, str] | None = None,
     binary = Path(sys.executable).with_name("ansible-playbook")
     return subprocess.run([str(binary), "-i", str(inventory or REPO / "inventories" / "lab"), *args], cwd=REPO, env=full_env,
                           text=True, capture_output=True, check=False, timeout=600)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

@@ -4,7 +4,6 @@ started by this test. What the role reports is checked against the emulator's ow
 from __future__ import annotations
 
 import json
-import socket
 import ssl
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from typing import Iterator
 
 import bcrypt
 import pytest
-from labtest import REPO, ansible_playbook
+from labtest import REPO, ansible_playbook, free_port
 
 USER, PASSWORD = "bmc-admin", "bmc-test-password-5f2"
 SYSTEMS = [
@@ -25,12 +24,6 @@ SYSTEMS = [
     {"uuid": "3c2b1d0e-0000-4000-8000-000000000002", "name": "cmp-02", "power_state": "Off",
      "external_notifier": False, "nics": [{"mac": "52:54:00:00:00:02", "ip": "127.0.0.1"}]},
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from labtest import LAB_HOME, ModuleRunner
+from labtest import LAB_HOME, ModuleRunner, free_port
 
 from ansible_collections.deployopen.k8s_openstack.plugins.modules import etcd_snapshot as mod
 
@@ -34,12 +33,6 @@ TOOLSETS = {
     "3.4": Toolset("3.4", "/usr/bin/etcd", "/usr/bin/etcdctl", "/nonexistent/etcdutl"),
     "3.5": Toolset("3.5", str(DISTRO_BIN / "etcd"), str(DISTRO_BIN / "etcdctl"), str(DISTRO_BIN / "etcdutl")),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
