@@ -36,6 +36,18 @@ PORTS: dict[str, int] = {
     "etcd-2-peer": 23802,
     "etcd-3-peer": 23803,
     "keystone": 25000,
+    "mariadb": 23306,
+    "rabbitmq": 25672,
+    "rabbitmq-dist": 25673,
+    "epmd": 24369,
+    "barbican": 29311,
+    "octavia": 29876,
+    "neutron": 29696,
+    "placement": 28778,
+    "nova": 28774,
+    "glance": 29292,
+    "cinder": 28776,
+    "manila": 28786,
 }
 
 
@@ -189,7 +201,12 @@ def _start_ticks(pid: int) -> int | None:
     except OSError:
         return None
     # Field 22; the command name (field 2) may hold spaces, so split after its ')'.
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    fields = stat.rsplit(")", 1)[1].split()
+    if fields[0] in ("Z", "X"):
+        # Exited but not yet reaped (a child of this very process): gone, for the lab.
+        _reap(pid)
+        return None
+    return int(fields[19])
 
 
 @dataclass(frozen=True)

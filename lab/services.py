@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 from typing import Protocol
 
+from .backing import MariaDB, RabbitMQ
 from .core import HOST, LAB_DIR, PORTS, Lab, LabError, Process, apt_install, ensure_venv, http_ok, log, run, wait_for
+from .cloud import CLOUD_SERVICES, TenantSeed
 
 ETCD_MEMBERS = ("etcd-1", "etcd-2", "etcd-3")
 ETCD_TOKEN = "deployopen-lab-etcd"
@@ -192,7 +194,7 @@ control_socket_disable = True
         return {"url": self.url(), "running": running, "up": running and http_ok(self.url())}
 
 
-SERVICES: list[Service] = [Etcd(), Keystone()]
+SERVICES: list[Service] = [Etcd(), MariaDB(), RabbitMQ(), Keystone(), *CLOUD_SERVICES, TenantSeed()]
 
 
 def by_name(names: list[str] | None) -> list[Service]:
