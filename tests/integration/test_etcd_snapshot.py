@@ -162,6 +162,19 @@ def test_corrupt_snapshot_and_wrong_hash_are_refused(run_module: ModuleRunner, s
                                        initial_cluster_token="t2"))
     assert result["failed"] and "corrupt or truncated" in result["msg"] and "sha256" in result["msg"]
     assert not (tmp_path / "r1").exists()
+    # An intact snapshot whose sidecar records another sha256: the restore runs while the hash is computed,
+    # then is discarded, and a data dir that was moved aside (force) is put back as it was.
+    other = run_module(mod.main, args(source, endpoints=source.endpoints, dest=str(tmp_path / "o")))
+    sidecar_path = Path(other["snapshot"] + ".json")
+    sidecar = json.loads(sidecar_path.read_text())
+    sidecar_path.write_text(json.dumps({**sidecar, "sha256": "0" * 64}))
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "keep.txt").write_text("data that was here")
+    result = run_module(mod.main, args(source, state="restored", snapshot=other["snapshot"], members=members,
+                                       initial_cluster_token="t3", force=True))
+    assert result["failed"] and "does not match the sidecar" in result["msg"] and "back as it was" in result["msg"]
+    assert sorted(p.name for p in (tmp_path / "r1").iterdir()) == ["keep.txt"]
+    assert not list(tmp_path.glob("r1.before-restore-*"))
     garbage = tmp_path / "garbage.db"
     garbage.write_bytes(os.urandom(4096))
     result = run_module(mod.main, args(source, state="verified", snapshot=str(garbage)))
