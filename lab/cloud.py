@@ -51,6 +51,7 @@ CATALOG: tuple[CatalogEntry, ...] = (
     CatalogEntry("cinder", "cinderv3", "volumev3", f"http://{HOST}:{PORTS['cinder']}/v3/%(project_id)s"),
     CatalogEntry("octavia", "octavia", "load-balancer", f"http://{HOST}:{PORTS['octavia']}"),
     CatalogEntry("manila", "manilav2", "sharev2", f"http://{HOST}:{PORTS['manila']}/v2"),
+    CatalogEntry("swift", "swift", "object-store", f"http://{HOST}:{PORTS['swift']}/v1/AUTH_%(project_id)s"),
 )
 
 
@@ -663,6 +664,126 @@ share_backend_name = dummy
         return Api(PORTS["manila"], {"LAB_WSGI_MODULE": "manila.wsgi.api", "LAB_WSGI_ARGV": argv})
 
 
+# ------------------------------------------------------------------ Swift
+
+class Swift(OpenStackService):
+    """Swift with one replica on one loopback device dir: proxy (keystoneauth) + account/container/object."""
+
+    RINGS = {"account": "swift-account", "container": "swift-container", "object": "swift-object"}
+
+    def __init__(self) -> None:
+        super().__init__("swift", processes=("swift-account-server", "swift-container-server",
+                                             "swift-object-server", "swift-proxy-server"))
+
+    def url(self) -> str:
+        return f"http://{HOST}:{PORTS['swift']}/healthcheck"
+
+    def process_argv(self, lab: Lab, process: str) -> list[str | Path]:
+        conf = process.removeprefix("swift-").removesuffix("-server") + "-server.conf"
+        # --verbose: log to the console (the lab's log file) as well as syslog.
+        return [lab.venv_bin(process), self.dir(lab) / conf, "--verbose"]
+
+    def _server_conf(self, lab: Lab, kind: str) -> str:
+        base = self.dir(lab)
+        return f"""[DEFAULT]
+bind_ip = {HOST}
+bind_port = {PORTS['swift-' + kind]}
+# 0: serve from this one process (no forked workers).
+workers = 0
+devices = {base / 'devices'}
+mount_check = false
+swift_dir = {base}
+log_name = {kind}-server
+
+[pipeline:main]
+pipeline = {kind}-server
+
+[app:{kind}-server]
+use = egg:swift#{kind}
+
+[{kind}-replicator]
+
+[{kind}-auditor]
+"""
+
+    def config_files(self, lab: Lab) -> dict[str, str]:
+        base = self.dir(lab)
+        (base / "devices" / "d1").mkdir(parents=True, exist_ok=True)
+        files = {f"{kind}-server.conf": self._server_conf(lab, kind) for kind in self.RINGS}
+        files["swift.conf"] = f"""[swift-hash]
+swift_hash_path_suffix = {lab.secret('swift_hash_suffix')}
+swift_hash_path_prefix = {lab.secret('swift_hash_prefix')}
+
+[storage-policy:0]
+name = Policy-0
+default = yes
+"""
+        files["proxy-server.conf"] = f"""[DEFAULT]
+bind_ip = {HOST}
+bind_port = {PORTS['swift']}
+workers = 0
+swift_dir = {base}
+log_name = proxy-server
+
+[pipeline:main]
+pipeline = catch_errors gatekeeper healthcheck proxy-logging listing_formats authtoken keystoneauth copy slo dlo proxy-logging proxy-server
+
+[app:proxy-server]
+use = egg:swift#proxy
+account_autocreate = true
+
+[filter:authtoken]
+paste.filter_factory = keystonemiddleware.auth_token:filter_factory
+www_authenticate_uri = {KEYSTONE_URL}
+auth_url = {KEYSTONE_URL}
+auth_type = password
+username = swift
+password = {service_password(lab, 'swift')}
+project_name = service
+user_domain_name = Default
+project_domain_name = Default
+delay_auth_decision = true
+
+[filter:keystoneauth]
+use = egg:swift#keystoneauth
+operator_roles = admin, member
+
+[filter:catch_errors]
+use = egg:swift#catch_errors
+
+[filter:gatekeeper]
+use = egg:swift#gatekeeper
+
+[filter:healthcheck]
+use = egg:swift#healthcheck
+
+[filter:proxy-logging]
+use = egg:swift#proxy_logging
+
+[filter:listing_formats]
+use = egg:swift#listing_formats
+
+[filter:copy]
+use = egg:swift#copy
+
+[filter:slo]
+use = egg:swift#slo
+
+[filter:dlo]
+use = egg:swift#dlo
+"""
+        return files
+
+    def init_commands(self, lab: Lab) -> list[list[str | Path]]:
+        builder = lab.venv_bin("swift-ring-builder")
+        cmds: list[list[str | Path]] = []
+        for ring, port_key in self.RINGS.items():
+            cmds += [[builder, f"{ring}.builder", "create", "10", "1", "1"],
+                     [builder, f"{ring}.builder", "add", f"r1z1-{HOST}:{PORTS[port_key]}/d1", "100"],
+                     [builder, f"{ring}.builder", "rebalance"]]
+        return cmds
+
+
 class TenantSeed:
     """Not a process: seeds the cluster's tenant once every service is up (``seed_cloud.py``)."""
 
@@ -691,5 +812,5 @@ class TenantSeed:
 
 
 CLOUD_SERVICES: Sequence[OpenStackService] = (
-    Barbican(), Placement(), Glance(), Neutron(), Nova(), Cinder(), Octavia(), Manila(),
+    Barbican(), Placement(), Glance(), Neutron(), Nova(), Cinder(), Octavia(), Manila(), Swift(),
 )

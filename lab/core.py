@@ -28,7 +28,8 @@ HOST = "127.0.0.1"
 
 # One table of every port the lab binds, so services never collide and the
 # inventory, tests and docs read them from one place (``lab env``).
-PORTS: dict[str, int] = {
+# LAB_PORT_OFFSET shifts them all, so a second lab (another LAB_HOME) can run beside the first.
+_BASE_PORTS: dict[str, int] = {
     "etcd-1-client": 23791,
     "etcd-2-client": 23792,
     "etcd-3-client": 23793,
@@ -48,7 +49,12 @@ PORTS: dict[str, int] = {
     "glance": 29292,
     "cinder": 28776,
     "manila": 28786,
+    "swift": 28080,
+    "swift-object": 26010,
+    "swift-container": 26011,
+    "swift-account": 26012,
 }
+PORTS: dict[str, int] = {name: port + int(os.environ.get("LAB_PORT_OFFSET", "0")) for name, port in _BASE_PORTS.items()}
 
 
 class LabError(RuntimeError):
@@ -277,6 +283,36 @@ class Process:
             return "\n".join(self.logfile.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return "(no log)"
+
+
+def lab_memory_mb(lab: Lab) -> dict[str, float]:
+    """Proportional set size (PSS, shared pages split between sharers) of each lab process group, in MiB.
+
+    PSS, not RSS: the API servers fork workers that share most pages, and a sum of RSS counts them twice.
+    """
+    groups: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                pgrp = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2])
+            except (OSError, IndexError, ValueError):
+                continue
+            groups.setdefault(pgrp, []).append(int(entry.name))
+    usage: dict[str, float] = {}
+    for pidfile in sorted(lab.run.glob("*.pid")):
+        pid = Process(lab, pidfile.stem).pid()
+        if pid is None:
+            continue
+        total = 0
+        for member in groups.get(pid, [pid]):
+            try:
+                for line in Path(f"/proc/{member}/smaps_rollup").read_text().splitlines():
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1])
+            except OSError:
+                continue
+        usage[pidfile.stem] = total / 1024
+    return usage
 
 
 def _reap(pid: int) -> None:

@@ -8,7 +8,7 @@ Runs in the services' virtualenv after every service is up (``lab up``):
 - servers standing for the cluster's nodes (3 control, 3 workers) in server group ``k8s-cluster-nodes``;
 - Cinder volume types ``standard``, ``fast-ssd`` and ``legacy-hdd`` (marked retired in its description);
 - Octavia flavor ``lb.small`` (amphora, single topology);
-- Barbican AES-256 key ``k8s-cluster-kms`` (an order, as the cluster's identity);
+- Barbican AES-256 key ``lab-k8s-kms`` (an order, as the cluster's identity; the name the barbican_kms role uses);
 - Manila share type ``default``.
 Every name is looked up first: a second run creates nothing.
 """
@@ -44,6 +44,8 @@ VOLUME_TYPES = {
     "fast-ssd": "Low-latency block storage",
     "legacy-hdd": "RETIRED: replaced by standard; no new volumes",
 }
+# The barbican_kms role names the key `<cluster>-kms`: the seed makes the lab cluster's (cluster `lab-k8s`).
+KMS_KEY = "lab-k8s-kms"
 FLAVORS = {"lab.control": (2, 4096, 20), "lab.worker": (4, 8192, 40)}
 
 
@@ -140,11 +142,11 @@ def seed_octavia(admin: Connection) -> None:
 
 
 def seed_barbican(user: Connection) -> str:
-    found = [s for s in user.key_manager.secrets(name="k8s-cluster-kms") if s.status == "ACTIVE"]
+    found = [s for s in user.key_manager.secrets(name=KMS_KEY) if s.status == "ACTIVE"]
     if found:
         return str(found[0].secret_ref)
     order = user.key_manager.create_order(type="key", meta={
-        "name": "k8s-cluster-kms", "algorithm": "aes", "bit_length": 256, "mode": "cbc"})
+        "name": KMS_KEY, "algorithm": "aes", "bit_length": 256, "mode": "cbc"})
     order_id = str(order.order_ref).rsplit("/", 1)[1]
     wait("Barbican order ACTIVE", lambda: user.key_manager.get_order(order_id).status == "ACTIVE", 60)
     return str(user.key_manager.get_order(order_id).secret_ref)

@@ -210,3 +210,20 @@ def kms_provider(value: bytes) -> str | None:
             name, sep, _tail = rest.partition(b":")
             return name.decode(errors="replace") if sep else None
     return None
+
+
+def swift_object_names(prefix: str, snapshot_name: str) -> tuple[str, str]:
+    """Object names of a snapshot and its sidecar in Swift (pure)."""
+    return prefix + snapshot_name, prefix + snapshot_name + SIDECAR_SUFFIX
+
+
+def swift_needs_upload(local_sha256: str, remote_metadata: dict[str, str] | None) -> bool:
+    """Upload unless Swift holds an object whose recorded sha256 is the local one (pure).
+
+    ``remote_metadata`` is the object's user metadata (``X-Object-Meta-*``, keys lower-cased by the
+    SDK), or None when the object does not exist.
+    """
+    if not remote_metadata:
+        return True
+    recorded = {k.lower(): v for k, v in remote_metadata.items()}.get("sha256")
+    return recorded != local_sha256

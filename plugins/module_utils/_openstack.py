@@ -151,6 +151,11 @@ def _status(exc: BaseException) -> int | None:
     return None
 
 
+def is_not_found(exc: BaseException) -> bool:
+    """The API said 404 (pure)."""
+    return _status(root_cause(exc)) == 404 or _status(exc) == 404
+
+
 def _details(exc: BaseException) -> str:
     details = getattr(exc, "details", None)
     return str(details) if details else str(exc)

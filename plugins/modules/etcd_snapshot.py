@@ -25,6 +25,7 @@ description:
 author:
   - DeployOpen Engineering (@deployopen)
 extends_documentation_fragment:
+  - deployopen.k8s_openstack.openstack
   - deployopen.k8s_openstack.attributes
 attributes:
   check_mode:
@@ -100,10 +101,24 @@ options:
     description: Seconds allowed for one etcd command.
     type: int
     default: 300
+  swift_container:
+    description:
+      - With C(saved), also copy the snapshot and its sidecar to this Swift container (created if missing),
+        through openstacksdk with the connection options (I(cloud), I(auth)...). Objects carry their sha256 as
+        metadata (C(X-Object-Meta-Sha256)); an object already there with the same sha256 is not uploaded
+        again, so a reused snapshot whose copy is missing gets its copy.
+      - Objects over 5 GiB are uploaded as a static large object by openstacksdk.
+    type: str
+  swift_prefix:
+    description: Prefix of the object names in I(swift_container) (e.g. C(cluster-a/)).
+    type: str
+    default: ""
 requirements:
   - etcdctl (and etcdutl for etcd 3.5+ offline work) on the host
+  - openstacksdk, only with I(swift_container)
 notes:
-  - Copying to object storage (Swift) is not part of this module yet.
+  - Retention (I(keep), I(max_age_days)) applies to I(dest) only; expire Swift copies with the container's
+    own policy (for example C(X-Delete-After) set by a lifecycle job).
 """
 
 EXAMPLES = r"""
@@ -118,6 +133,15 @@ EXAMPLES = r"""
     keep: 14
     max_age_days: 7
   register: snap
+
+- name: Snapshot and keep a copy in Swift (same connection options as openstack.cloud)
+  deployopen.k8s_openstack.etcd_snapshot:
+    endpoints: [https://127.0.0.1:2379]
+    dest: /var/backups/etcd
+    window: 3600
+    swift_container: etcd-backups
+    swift_prefix: "{{ cluster_name }}/"
+    cloud: backup-project
 
 - name: Verify what the snapshot holds
   deployopen.k8s_openstack.etcd_snapshot:
@@ -165,6 +189,12 @@ restored:
   returned: state is restored
   type: list
   elements: str
+swift:
+  description:
+    - With I(swift_container), the copy - C(container) and C(objects), each with C(name), C(sha256) and
+      C(uploaded) (true when this run uploaded it, or would in check mode).
+  returned: state is saved and swift_container is set
+  type: dict
 """
 
 import hashlib  # noqa: E402
@@ -202,17 +232,32 @@ from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._etcd imp
     restore_marker,
     retention,
     summarise_kvs,
+    swift_needs_upload,
+    swift_object_names,
+)
+from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._openstack import (  # noqa: E402
+    Cloud,
+    is_not_found,
+    openstack_argument_spec,
+    sdk_errors,
 )
 
 CHUNK = 4 * 1024 * 1024
 
 
 def sha256_file(path: str) -> str:
-    digest = hashlib.sha256()
+    return file_digests(path)[0]
+
+
+def file_digests(path: str) -> tuple[str, str]:
+    """sha256 and md5 in one read (md5 only because Swift's ETag is one: not for security)."""
+    sha = hashlib.sha256()
+    md5 = hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(CHUNK), b""):
-            digest.update(block)
-    return digest.hexdigest()
+            sha.update(block)
+            md5.update(block)
+    return sha.hexdigest(), md5.hexdigest()
 
 
 def write_json_atomic(path: str, data: dict[str, Any]) -> None:
@@ -317,6 +362,62 @@ def existing_snapshots(dest: str) -> list[Snapshot]:
 
 
 def run_saved(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
+    result = take_snapshot(module, etcd)
+    if module.params["swift_container"]:
+        result["swift"] = copy_to_swift(module, result["snapshot"], bool(result.get("reused")) or
+                                        not module.check_mode)
+        result["changed"] = result["changed"] or any(o["uploaded"] for o in result["swift"]["objects"])
+    return result
+
+
+def copy_to_swift(module: AnsibleModule, snapshot: str, exists: bool) -> dict[str, Any]:
+    """Copy the snapshot and its sidecar to Swift unless an object with the same sha256 is there."""
+    container = module.params["swift_container"]
+    names = swift_object_names(module.params["swift_prefix"], os.path.basename(snapshot))
+    cloud = Cloud(module)
+    conn = cloud.conn
+    if not exists:
+        # Check mode, new snapshot: nothing local to compare yet; both objects would be uploaded.
+        return {"container": container, "objects": [{"name": n, "sha256": None, "uploaded": True} for n in names]}
+    sidecar_path = snapshot + SIDECAR_SUFFIX
+    with open(sidecar_path) as handle:
+        sidecar = json.load(handle)
+    local = [(names[0], snapshot, sidecar["sha256"], sidecar.get("md5")), (names[1], sidecar_path, None, None)]
+    objects = []
+    container_exists = True
+    try:
+        conn.object_store.get_container_metadata(container)
+    except sdk_errors() as exc:
+        if not is_not_found(exc):
+            cloud.fail(exc, f"reading Swift container {container}")
+        container_exists = False
+    if not container_exists and not module.check_mode:
+        try:
+            conn.object_store.create_container(name=container)
+        except sdk_errors() as exc:
+            cloud.fail(exc, f"creating Swift container {container}")
+    for name, path, sha256, md5 in local:
+        if sha256 is None or md5 is None:
+            sha256, md5 = file_digests(path)
+        remote: dict[str, str] | None = None
+        if container_exists:
+            try:
+                remote = dict(conn.object_store.get_object_metadata(name, container=container).metadata or {})
+            except sdk_errors() as exc:
+                if not is_not_found(exc):
+                    cloud.fail(exc, f"reading Swift object {container}/{name}")
+        upload = swift_needs_upload(sha256, remote)
+        if upload and not module.check_mode:
+            try:
+                conn.create_object(container, name, filename=path, md5=md5, sha256=sha256,
+                                   metadata={"sha256": sha256})
+            except sdk_errors() as exc:
+                cloud.fail(exc, f"uploading {path} to Swift {container}/{name}")
+        objects.append({"name": name, "sha256": sha256, "uploaded": upload})
+    return {"container": container, "objects": objects}
+
+
+def take_snapshot(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
     params = module.params
     if not params["dest"]:
         module.fail_json(msg="state=saved needs dest (a folder for the snapshots)")
@@ -366,8 +467,8 @@ def run_saved(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
         with open(partial, "rb") as handle:
             os.fsync(handle.fileno())
         status = etcd.status(partial)
-        digest = sha256_file(partial)
-        sidecar = {**status, "sha256": digest, "etcd_version": member_status["version"], "endpoint": endpoint,
+        digest, md5 = file_digests(partial)
+        sidecar = {**status, "sha256": digest, "md5": md5, "etcd_version": member_status["version"], "endpoint": endpoint,
                    "taken_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"), "file": name,
                    "bytes": os.path.getsize(partial), "tool": etcd.offline}
         os.replace(partial, path)
@@ -579,26 +680,28 @@ def run_verified(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={
-            "state": {"type": "str", "default": "saved", "choices": ["saved", "verified", "restored"]},
-            "endpoints": {"type": "list", "elements": "str", "default": ["https://127.0.0.1:2379"]},
-            "cacert": {"type": "path"},
-            "cert": {"type": "path"},
-            "key": {"type": "path", "no_log": False},
-            "dest": {"type": "path"},
-            "name_template": {"type": "str", "default": "etcd-{member}-{timestamp}.db"},
-            "window": {"type": "int", "default": 0},
-            "keep": {"type": "int", "no_log": False},
-            "max_age_days": {"type": "float"},
-            "snapshot": {"type": "path"},
-            "members": {"type": "list", "elements": "dict"},
-            "initial_cluster_token": {"type": "str", "no_log": False},
-            "force": {"type": "bool", "default": False},
-            "etcdctl_path": {"type": "path", "default": "etcdctl"},
-            "etcdutl_path": {"type": "path", "default": "etcdutl"},
-            "etcd_path": {"type": "path", "default": "etcd"},
-            "command_timeout": {"type": "int", "default": 300},
-        },
+        argument_spec=openstack_argument_spec(
+            state={"type": "str", "default": "saved", "choices": ["saved", "verified", "restored"]},
+            endpoints={"type": "list", "elements": "str", "default": ["https://127.0.0.1:2379"]},
+            cacert={"type": "path"},
+            cert={"type": "path"},
+            key={"type": "path", "no_log": False},
+            dest={"type": "path"},
+            name_template={"type": "str", "default": "etcd-{member}-{timestamp}.db"},
+            window={"type": "int", "default": 0},
+            keep={"type": "int", "no_log": False},
+            max_age_days={"type": "float"},
+            snapshot={"type": "path"},
+            members={"type": "list", "elements": "dict"},
+            initial_cluster_token={"type": "str", "no_log": False},
+            force={"type": "bool", "default": False},
+            etcdctl_path={"type": "path", "default": "etcdctl"},
+            etcdutl_path={"type": "path", "default": "etcdutl"},
+            etcd_path={"type": "path", "default": "etcd"},
+            command_timeout={"type": "int", "default": 300},
+            swift_container={"type": "str"},
+            swift_prefix={"type": "str", "default": ""},
+        ),
         supports_check_mode=True,
     )
     if module.params["keep"] is not None and module.params["keep"] < 1:

@@ -214,3 +214,42 @@ def test_restore_three_members_comes_up_with_all_keys(run_module: ModuleRunner, 
     finally:
         restored.stop()
         shutil.rmtree(tmp_path / "r0", ignore_errors=True)
+
+
+def test_copy_to_the_labs_swift(run_module: ModuleRunner, source: Cluster, tmp_path: Path) -> None:
+    """The snapshot and its sidecar land in the lab's real Swift with their sha256; a reused snapshot whose
+    copy went missing gets it again; check mode predicts without writing."""
+    import openstack
+
+    os.environ.setdefault("OS_CLIENT_CONFIG_FILE", str(LAB_HOME / "clouds.yaml"))
+    conn = openstack.connect(cloud="lab-k8s-cluster")
+    container = f"it-etcd-{source.tools.version.replace('.', '')}-{free_port()}"
+    common = args(source, endpoints=source.endpoints, dest=str(tmp_path / "s"), window=3600,
+                  swift_container=container, swift_prefix="lab-k8s/", cloud="lab-k8s-cluster")
+    try:
+        predicted = run_module(mod.main, common, check=True)
+        assert predicted["changed"] and [o["uploaded"] for o in predicted["swift"]["objects"]] == [True, True]
+        assert not list(conn.object_store.containers(prefix=container))
+        taken = run_module(mod.main, common)
+        name = Path(taken["snapshot"]).name
+        assert [o["name"] for o in taken["swift"]["objects"]] == [f"lab-k8s/{name}", f"lab-k8s/{name}.json"]
+        remote = conn.object_store.get_object_metadata(f"lab-k8s/{name}", container=container)
+        assert remote.metadata["sha256"] == taken["sidecar"]["sha256"]
+        assert conn.object_store.download_object(f"lab-k8s/{name}", container=container) == \
+            Path(taken["snapshot"]).read_bytes()
+        again = run_module(mod.main, common)
+        assert again["reused"] and not again["changed"]
+        assert [o["uploaded"] for o in again["swift"]["objects"]] == [False, False]
+        conn.object_store.delete_object(f"lab-k8s/{name}", container=container)
+        missing = run_module(mod.main, common, check=True)
+        assert missing["changed"] and [o["uploaded"] for o in missing["swift"]["objects"]] == [True, False]
+        repaired = run_module(mod.main, common)
+        assert repaired["changed"] and repaired["swift"]["objects"][0]["uploaded"]
+        assert conn.object_store.get_object_metadata(f"lab-k8s/{name}", container=container).metadata["sha256"] \
+            == taken["sidecar"]["sha256"]
+        bad = run_module(mod.main, {**common, "cloud": "no-such-cloud"})
+        assert bad["failed"] and "no-such-cloud" in bad["msg"]
+    finally:
+        for obj in conn.object_store.objects(container):
+            conn.object_store.delete_object(obj, container=container)
+        conn.object_store.delete_container(container, ignore_missing=True)

@@ -68,7 +68,7 @@ def test_seeded_tenant(user_conn: Any) -> None:
     types = {t.name: t.description for t in user_conn.block_storage.types()}
     assert {"standard", "fast-ssd", "legacy-hdd"} <= set(types)
     assert types["legacy-hdd"].startswith("RETIRED:")
-    keys = [s for s in user_conn.key_manager.secrets(name="k8s-cluster-kms")]
+    keys = [s for s in user_conn.key_manager.secrets(name="lab-k8s-kms")]
     assert [(k.algorithm, k.bit_length, k.status) for k in keys] == [("aes", 256, "ACTIVE")]
     assert user_conn.network.find_network("public").is_router_external
 
@@ -161,3 +161,15 @@ def test_compute_host_is_the_agents_host(admin_conn: Any) -> None:
     assert ("nova-compute", COMPUTE_HOST, "up") in services
     agents = {(a.agent_type, a.host, a.is_alive) for a in admin_conn.network.agents()}
     assert ("Open vSwitch agent", COMPUTE_HOST, True) in agents
+
+
+def test_swift_object_round_trip(user_conn: Any, name: str) -> None:
+    user_conn.object_store.create_container(name=name)
+    try:
+        user_conn.object_store.upload_object(container=name, name="o", data=b"payload", metadata={"sha256": "x"})
+        assert user_conn.object_store.download_object("o", container=name) == b"payload"
+        assert user_conn.object_store.get_object_metadata("o", container=name).metadata == {"sha256": "x"}
+    finally:
+        for obj in user_conn.object_store.objects(name):
+            user_conn.object_store.delete_object(obj, container=name)
+        user_conn.object_store.delete_container(name)

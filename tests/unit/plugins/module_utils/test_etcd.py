@@ -154,3 +154,19 @@ def test_summarise_kvs() -> None:
 ])
 def test_kms_provider(value: bytes, provider: str | None) -> None:
     assert e.kms_provider(value) == provider
+
+
+def test_swift_object_names() -> None:
+    assert e.swift_object_names("cluster-a/", "etcd-x.db") == ("cluster-a/etcd-x.db", "cluster-a/etcd-x.db.json")
+    assert e.swift_object_names("", "s.db") == ("s.db", "s.db.json")
+
+
+@pytest.mark.parametrize("remote,upload", [
+    (None, True),                                   # no object
+    ({}, True),                                     # object without a recorded sha256
+    ({"sha256": "abc"}, False),                     # the same content
+    ({"Sha256": "abc"}, False),                     # header case does not matter
+    ({"sha256": "other"}, True),                    # another snapshot under that name: replace it
+])
+def test_swift_needs_upload(remote: dict[str, str] | None, upload: bool) -> None:
+    assert e.swift_needs_upload("abc", remote) is upload
