@@ -88,11 +88,14 @@ build: $(VENV)/.stamp
 	# Dependencies (openstack.cloud, kubernetes.core) resolve from the `ansible` package: no Galaxy needed.
 	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/.build/installed \
 	  $(VENV)/bin/ansible-galaxy collection install -p .build/installed .build/dist/deployopen-k8s_openstack-*.tar.gz
-	for plugin in keystone_app_credential keystone_auth_probe drill_evidence; do \
+	# Every module and filter of the installed tarball renders its documentation.
+	for plugin in $$(ls plugins/modules/*.py | xargs -n1 basename | sed 's/\.py$$//' | grep -v '^__init__$$'); do \
 	  doc=$$(ANSIBLE_NOCOLOR=1 ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/.build/installed \
 	    $(VENV)/bin/ansible-doc deployopen.k8s_openstack.$$plugin 2>&1); \
 	  [[ "$$doc" == "> MODULE deployopen.k8s_openstack.$$plugin "* ]] || { echo "ansible-doc failed: $$doc"; exit 1; }; done
-	ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/.build/installed $(VENV)/bin/ansible-doc -t filter deployopen.k8s_openstack.ini_set_options >/dev/null
+	for filter in $$(ls plugins/filter/*.yml | xargs -n1 basename | sed 's/\.yml$$//'); do \
+	  ANSIBLE_COLLECTIONS_PATH=$(CURDIR)/.build/installed $(VENV)/bin/ansible-doc -t filter deployopen.k8s_openstack.$$filter >/dev/null \
+	    || { echo "ansible-doc failed for filter $$filter"; exit 1; }; done
 	@echo "build: tarball installs, module docs render"
 
 test-integration: $(VENV)/.stamp $(COLLECTION_LINK)

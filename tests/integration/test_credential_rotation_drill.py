@@ -37,7 +37,7 @@ class DrillRun:
 def run_drill(tmp: Path, family: str, *extra: str) -> DrillRun:
     conf = tmp / "etc" / "cloud.conf"
     evidence = tmp / "evidence"
-    proc = ansible_playbook("playbooks/site.yml", "-e", f"credential_rotation_credential_name={family}",
+    proc = ansible_playbook("playbooks/drills/credential_rotation.yml", "-e", f"credential_rotation_credential_name={family}",
                             "-e", f"credential_rotation_cloud_conf_path={conf}",
                             "-e", f"k8s_openstack_evidence_root={evidence}", *extra)
     return DrillRun(proc, evidence, conf, family)
@@ -149,7 +149,7 @@ def test_check_mode_changes_nothing(tmp_path: Path, two_runs: tuple[DrillRun, Dr
     second = two_runs[1]
     before_conf = second.conf.read_bytes()
     before_family = [c.id for c in list_family(user_conn, second.family)]
-    proc = ansible_playbook("playbooks/site.yml", "--check", "-e", f"credential_rotation_credential_name={second.family}",
+    proc = ansible_playbook("playbooks/drills/credential_rotation.yml", "--check", "-e", f"credential_rotation_credential_name={second.family}",
                             "-e", f"credential_rotation_cloud_conf_path={second.conf}",
                             "-e", f"k8s_openstack_evidence_root={tmp_path / 'evidence'}")
     assert proc.returncode == 0, proc.stdout[-3000:]

@@ -1,0 +1,41 @@
+"""`site.yml` on the lab inventory - the `make lab` path - runs every play against the real lab cloud:
+preflight passes (evidence written), the cloud-provider and Barbican KMS files are rendered, and the drill
+rotates the credential the cloud-provider role deployed."""
+
+from __future__ import annotations
+
+import configparser
+import json
+from pathlib import Path
+
+import pytest
+from labtest import LAB_HOME, ansible_playbook
+
+pytestmark = pytest.mark.usefixtures("lab_is_up")
+
+
+def newest_record(root: Path, drill: str) -> dict[str, object]:
+    runs = sorted((root / drill).iterdir())
+    assert runs, f"no evidence for {drill} under {root}"
+    return dict(json.loads((runs[-1] / "record.json").read_text()))
+
+
+def test_site_on_the_lab(tmp_path: Path) -> None:
+    evidence = tmp_path / "evidence"
+    proc = ansible_playbook("playbooks/site.yml", "-e", f"k8s_openstack_evidence_root={evidence}")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert newest_record(evidence, "preflight")["verdict"] == "pass"
+    assert newest_record(evidence, "credential-rotation")["verdict"] == "pass"
+    provider = LAB_HOME / "k8s" / "cloud-provider-openstack"
+    for name in ("cloud.conf", "cloud-config-secret.yaml", "storageclasses.yaml",
+                 "values-openstack-cloud-controller-manager.yaml"):
+        assert (provider / name).is_file(), name
+    # The drill rotated the credential that cloud_provider_openstack deployed, in that role's cloud.conf.
+    conf = configparser.ConfigParser()
+    conf.read(provider / "cloud.conf")
+    assert conf["Global"]["application-credential-id"]
+    assert conf["LoadBalancer"]["lb-provider"] == "amphora"
+    kms = LAB_HOME / "k8s" / "barbican-kms"
+    assert "key-id" in (kms / "cloud.conf").read_text()
+    assert "k8s:enc" not in (kms / "encryption-config.yaml").read_text()
+    assert "name: barbican" in (kms / "encryption-config.yaml").read_text()
