@@ -394,9 +394,11 @@ allow_overlapping_ips = true
 notify_nova_on_port_status_changes = true
 notify_nova_on_port_data_changes = true
 rpc_workers = 1
-rpc_state_report_workers = 1
+# 0: the RPC worker consumes the agents' state reports too (one process less).
+rpc_state_report_workers = 0
 # No DHCP agent runs in the lab.
 dhcp_agent_notification = false
+enable_traditional_dhcp = false
 
 [database]
 connection = {database_url(lab, 'neutron')}

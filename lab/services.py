@@ -146,7 +146,9 @@ enabled = false
 """)
         (base / "gunicorn.conf.py").write_text(f"""# Settings live here, not on the command line: several OpenStack WSGI apps parse sys.argv.
 bind = "{HOST}:{PORTS['keystone']}"
-workers = 2
+workers = 1
+worker_class = "gthread"
+threads = 8
 # keepalive 0: a kept-alive socket races openstacksdk's polling (RemoteDisconnected).
 keepalive = 0
 timeout = 120
