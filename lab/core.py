@@ -53,6 +53,7 @@ _BASE_PORTS: dict[str, int] = {
     "swift-object": 26010,
     "swift-container": 26011,
     "swift-account": 26012,
+    "k8s-api": 26443,
 }
 PORTS: dict[str, int] = {name: port + int(os.environ.get("LAB_PORT_OFFSET", "0")) for name, port in _BASE_PORTS.items()}
 

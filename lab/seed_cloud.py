@@ -114,6 +114,7 @@ def seed_compute(admin: Connection, user: Connection, net_id: str, lab: Lab) -> 
         user.compute.create_server(name=name, flavor_id=flavor.id, image_id=image.id,
                                    networks=[{"uuid": net_id}], scheduler_hints={"group": group.id},
                                    metadata={"k8s_cluster": PROJECT, "k8s_role": role})
+
     def settled(server_name: str) -> bool:
         found = user.compute.find_server(server_name)
         return found is not None and user.compute.get_server(found.id).status in ("ACTIVE", "ERROR")

@@ -17,6 +17,7 @@ from typing import Protocol
 from .backing import MariaDB, RabbitMQ
 from .core import HOST, LAB_DIR, PORTS, Lab, LabError, Process, apt_install, ensure_venv, http_ok, log, run, wait_for
 from .cloud import CLOUD_SERVICES, TenantSeed
+from .k8s.service import K8sApi
 
 ETCD_MEMBERS = ("etcd-1", "etcd-2", "etcd-3")
 ETCD_TOKEN = "deployopen-lab-etcd"
@@ -196,7 +197,7 @@ control_socket_disable = True
         return {"url": self.url(), "running": running, "up": running and http_ok(self.url())}
 
 
-SERVICES: list[Service] = [Etcd(), MariaDB(), RabbitMQ(), Keystone(), *CLOUD_SERVICES, TenantSeed()]
+SERVICES: list[Service] = [Etcd(), MariaDB(), RabbitMQ(), Keystone(), *CLOUD_SERVICES, TenantSeed(), K8sApi()]
 
 
 def by_name(names: list[str] | None) -> list[Service]:

@@ -171,12 +171,15 @@ def sdk_errors() -> tuple[type[BaseException], ...]:
 class Cloud:
     """An authenticated connection plus what to call it in error messages."""
 
-    def __init__(self, module: AnsibleModule) -> None:
+    def __init__(self, module: AnsibleModule, params: dict[str, Any] | None = None) -> None:
+        """``params``: connection options other than the module's own (a module whose options already use
+        the names of the ``openstack`` fragment for something else passes them from an option of its own)."""
         require_sdk(module)
-        module.no_log_values.update(auth_secrets(module.params))
+        params = module.params if params is None else params
+        module.no_log_values.update(auth_secrets(params))
         self.module = module
-        self.target = describe_target(module.params)
-        kwargs = connection_kwargs(module.params)
+        self.target = describe_target(params)
+        kwargs = connection_kwargs(params)
         try:
             region = openstack.config.get_cloud_region(**kwargs)
             self.target = str(region.get_auth_args().get("auth_url") or self.target)

@@ -25,7 +25,6 @@ description:
 author:
   - DeployOpen Engineering (@deployopen)
 extends_documentation_fragment:
-  - deployopen.k8s_openstack.openstack
   - deployopen.k8s_openstack.attributes
 attributes:
   check_mode:
@@ -104,7 +103,7 @@ options:
   swift_container:
     description:
       - With C(saved), also copy the snapshot and its sidecar to this Swift container (created if missing),
-        through openstacksdk with the connection options (I(cloud), I(auth)...). Objects carry their sha256 as
+        through openstacksdk as I(swift_cloud). Objects carry their sha256 as
         metadata (C(X-Object-Meta-Sha256)); an object already there with the same sha256 is not uploaded
         again, so a reused snapshot whose copy is missing gets its copy.
       - Objects over 5 GiB are uploaded as a static large object by openstacksdk.
@@ -113,6 +112,14 @@ options:
     description: Prefix of the object names in I(swift_container) (e.g. C(cluster-a/)).
     type: str
     default: ""
+  swift_cloud:
+    description:
+      - The cloud holding I(swift_container), as the C(cloud) option of C(openstack.cloud) modules takes it -
+        a C(clouds.yaml) entry name, or a dict of C(openstack.connect) arguments (C(auth), C(region_name)...).
+        Unset, openstacksdk reads C(OS_CLOUD) / C(OS_*) from the environment.
+      - A separate option because I(cacert), I(cert) and I(key) here are etcd's TLS files.
+      - Secret values in its C(auth) are masked in every output.
+    type: raw
 requirements:
   - etcdctl (and etcdutl for etcd 3.5+ offline work) on the host
   - openstacksdk, only with I(swift_container)
@@ -141,7 +148,7 @@ EXAMPLES = r"""
     window: 3600
     swift_container: etcd-backups
     swift_prefix: "{{ cluster_name }}/"
-    cloud: backup-project
+    swift_cloud: backup-project
 
 - name: Verify what the snapshot holds
   deployopen.k8s_openstack.etcd_snapshot:
@@ -238,7 +245,6 @@ from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._etcd imp
 from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._openstack import (  # noqa: E402
     Cloud,
     is_not_found,
-    openstack_argument_spec,
     sdk_errors,
 )
 
@@ -374,7 +380,7 @@ def copy_to_swift(module: AnsibleModule, snapshot: str, exists: bool) -> dict[st
     """Copy the snapshot and its sidecar to Swift unless an object with the same sha256 is there."""
     container = module.params["swift_container"]
     names = swift_object_names(module.params["swift_prefix"], os.path.basename(snapshot))
-    cloud = Cloud(module)
+    cloud = Cloud(module, params={"cloud": module.params["swift_cloud"]})
     conn = cloud.conn
     if not exists:
         # Check mode, new snapshot: nothing local to compare yet; both objects would be uploaded.
@@ -680,7 +686,7 @@ def run_verified(module: AnsibleModule, etcd: Etcd) -> dict[str, Any]:
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec=openstack_argument_spec(
+        argument_spec=dict(
             state={"type": "str", "default": "saved", "choices": ["saved", "verified", "restored"]},
             endpoints={"type": "list", "elements": "str", "default": ["https://127.0.0.1:2379"]},
             cacert={"type": "path"},
@@ -701,6 +707,7 @@ def main() -> None:
             command_timeout={"type": "int", "default": 300},
             swift_container={"type": "str"},
             swift_prefix={"type": "str", "default": ""},
+            swift_cloud={"type": "raw"},
         ),
         supports_check_mode=True,
     )

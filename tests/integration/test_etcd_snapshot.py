@@ -225,7 +225,7 @@ def test_copy_to_the_labs_swift(run_module: ModuleRunner, source: Cluster, tmp_p
     conn = openstack.connect(cloud="lab-k8s-cluster")
     container = f"it-etcd-{source.tools.version.replace('.', '')}-{free_port()}"
     common = args(source, endpoints=source.endpoints, dest=str(tmp_path / "s"), window=3600,
-                  swift_container=container, swift_prefix="lab-k8s/", cloud="lab-k8s-cluster")
+                  swift_container=container, swift_prefix="lab-k8s/", swift_cloud="lab-k8s-cluster")
     try:
         predicted = run_module(mod.main, common, check=True)
         assert predicted["changed"] and [o["uploaded"] for o in predicted["swift"]["objects"]] == [True, True]
@@ -247,8 +247,14 @@ def test_copy_to_the_labs_swift(run_module: ModuleRunner, source: Cluster, tmp_p
         assert repaired["changed"] and repaired["swift"]["objects"][0]["uploaded"]
         assert conn.object_store.get_object_metadata(f"lab-k8s/{name}", container=container).metadata["sha256"] \
             == taken["sidecar"]["sha256"]
-        bad = run_module(mod.main, {**common, "cloud": "no-such-cloud"})
+        bad = run_module(mod.main, {**common, "swift_cloud": "no-such-cloud"})
         assert bad["failed"] and "no-such-cloud" in bad["msg"]
+        # A cloud given as a dict: its password works and never shows in the result (module_args included).
+        import yaml
+        auth = yaml.safe_load((LAB_HOME / "clouds.yaml").read_text())["clouds"]["lab-k8s-cluster"]["auth"]
+        as_dict = run_module(mod.main, {**common, "swift_cloud": {"auth": auth, "region_name": "RegionOne"}})
+        assert not as_dict.get("failed"), as_dict.get("msg")
+        assert auth["password"] not in json.dumps(as_dict)
     finally:
         for obj in conn.object_store.objects(container):
             conn.object_store.delete_object(obj, container=container)

@@ -68,7 +68,7 @@ def test_seeded_tenant(user_conn: Any) -> None:
     types = {t.name: t.description for t in user_conn.block_storage.types()}
     assert {"standard", "fast-ssd", "legacy-hdd"} <= set(types)
     assert types["legacy-hdd"].startswith("RETIRED:")
-    keys = [s for s in user_conn.key_manager.secrets(name="lab-k8s-kms")]
+    keys = list(user_conn.key_manager.secrets(name="lab-k8s-kms"))
     assert [(k.algorithm, k.bit_length, k.status) for k in keys] == [("aes", 256, "ACTIVE")]
     assert user_conn.network.find_network("public").is_router_external
 

@@ -124,7 +124,7 @@ def test_storage_class_plan_refuses(classes: list[dict[str, Any]], retired: list
 
 def test_storage_class_plan_reports_every_bad_class() -> None:
     plan = cp.storage_class_plan([sc("a", "missing"), sc("b", "legacy-hdd"), sc("c", "standard")], VOLUME_TYPES)
-    assert [e.split(":")[0] for e in plan["errors"]] == ["storage class 'a'", "storage class 'b'"]
+    assert [e.split(":", maxsplit=1)[0] for e in plan["errors"]] == ["storage class 'a'", "storage class 'b'"]
 
 
 def test_storage_class_plan_manifests() -> None:
