@@ -421,3 +421,48 @@ def test_role_rejects_an_incomplete_plugin_credential(tmp_path: Path, plugin_aut
     proc = ansible_playbook(PLAYBOOK, "-e", f"@{vars_file}")
     assert proc.returncode != 0 and words in proc.stdout, proc.stdout[-2000:]
     assert secrets_named(lab_barbican, f"{name}-kms") == []
+
+
+def test_rewrite_stores_a_plaintext_secret_encrypted_once(tmp_path: Path) -> None:
+    """Against the lab Kubernetes API (which encrypts with the lab cluster's key): a Secret stored in plain text
+    before encryption was on is written back by the role and is then encrypted in etcd, reads back the same,
+    and carries the key id; a second run writes nothing."""
+    import json
+    import subprocess
+
+    kubeconfig = Path(os.environ.get("LAB_KUBECONFIG", str(CLOUDS_YAML.parent / "kubeconfig")))
+    endpoints = os.environ.get("LAB_ETCD_ENDPOINTS", "http://127.0.0.1:23791").split(",")[0]
+    name = f"it-plain-{uuid.uuid4().hex[:8]}"
+    key = f"/registry/secrets/default/{name}"
+    plain = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": {"k": base64.b64encode(b"plain").decode()},
+             "metadata": {"name": name, "namespace": "default", "uid": str(uuid.uuid4()),
+                          "creationTimestamp": "2026-01-01T00:00:00Z"}}
+
+    def etcd_value() -> bytes:
+        return subprocess.run(["etcdctl", f"--endpoints={endpoints}", "get", key, "--print-value-only"],
+                              env={**os.environ, "ETCDCTL_API": "3"}, capture_output=True, check=True).stdout
+
+    def api_secret() -> dict[str, Any]:
+        out = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "-n", "default", "get", "secret", name,
+                              "-o", "json"], capture_output=True, text=True, check=True).stdout
+        return dict(json.loads(out))
+
+    subprocess.run(["etcdctl", f"--endpoints={endpoints}", "put", key, json.dumps(plain)],
+                   env={**os.environ, "ETCDCTL_API": "3"}, capture_output=True, check=True)
+    extra = ["-e", "barbican_kms_rewrite_secrets=true", "-e", f"barbican_kms_output_dir={tmp_path / 'out'}",
+             "-e", f"barbican_kms_kubeconfig={kubeconfig}"]
+    try:
+        assert etcd_value().startswith(b"{")
+        first = ansible_playbook(PLAYBOOK, *extra)
+        assert first.returncode == 0, first.stdout[-3000:]
+        assert etcd_value().startswith(b"k8s:enc:kms:v2:barbican:")
+        secret = api_secret()
+        assert secret["data"] == plain["data"]
+        assert secret["metadata"]["annotations"]["barbican-kms.deployopen.io/key-id"]
+        # The envelope names its key (as KMS v2 does) but holds neither the data nor the object in clear.
+        assert b"cGxhaW4=" not in etcd_value() and name.encode() not in etcd_value()
+        second = ansible_playbook(PLAYBOOK, *extra)
+        assert second.returncode == 0 and changed_count(second.stdout) == 0, second.stdout[-3000:]
+    finally:
+        subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "-n", "default", "delete", "secret", name,
+                        "--ignore-not-found"], capture_output=True, check=False)

@@ -15,7 +15,8 @@ from typing import Iterator
 
 import openstack
 import pytest
-from labtest import LAB_HOME, ansible_playbook, delete_family, list_family
+import yaml
+from labtest import LAB_HOME, REPO, ansible_playbook, delete_family, list_family
 
 from ansible_collections.deployopen.k8s_openstack.plugins.plugin_utils._evidence import verify_manifest
 
@@ -93,7 +94,10 @@ def test_bundle_is_complete_and_verifiable(two_runs: tuple[DrillRun, DrillRun]) 
     assert verify_manifest(files["SHA256SUMS"].decode(), files) == []
     record = json.loads(files["record.json"])
     ctx = record["context"]
-    assert ctx["collection_version"] == "0.1.0" and ctx["ansible_core_version"].startswith("2.")
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text())
+    assert ctx["collection_version"] == galaxy["version"] and ctx["ansible_core_version"].startswith("2.")
+    # The lab inventory gives the drill its cluster: the Secret clause is part of the declared rule, and held.
+    assert {"measure": "cluster_secret_matches_consumer_config", "equals": True} in record["drill"]["pass_rule"]["all"]
     assert any(name.endswith("hosts.yml") for name in ctx["hashes"]) and any(
         name.endswith("ansible.cfg") for name in ctx["hashes"])
     assert record["started_at"] < record["ended_at"]

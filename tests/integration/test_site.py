@@ -1,11 +1,15 @@
 """`site.yml` on the lab inventory - the `make lab` path - runs every play against the real lab cloud:
-preflight passes (evidence written), the cloud-provider and Barbican KMS files are rendered, and the drill
-rotates the credential the cloud-provider role deployed."""
+preflight passes (evidence written), the cloud-provider and Barbican KMS files are rendered and the
+cloud-provider Secrets and StorageClasses applied to the lab Kubernetes API, and the drill rotates the
+credential the cloud-provider role deployed."""
 
 from __future__ import annotations
 
+import base64
 import configparser
+import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -35,6 +39,17 @@ def test_site_on_the_lab(tmp_path: Path) -> None:
     conf.read(provider / "cloud.conf")
     assert conf["Global"]["application-credential-id"]
     assert conf["LoadBalancer"]["lb-provider"] == "amphora"
+    # Applied to the lab Kubernetes API: the cloud-config Secret holds that same cloud.conf, and the classes exist.
+    kubeconfig = str(LAB_HOME / "kubeconfig")
+    secret = json.loads(subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "-n", "kube-system", "get", "secret",
+                                        "cloud-config", "-o", "json"], capture_output=True, text=True, check=True).stdout)
+    # Compared by hash: an assertion message must not print the credential's secret.
+    applied = hashlib.sha256(base64.b64decode(secret["data"]["cloud.conf"])).hexdigest()
+    assert applied == hashlib.sha256((provider / "cloud.conf").read_bytes()).hexdigest(), \
+        "the cloud-config Secret does not hold the rotated cloud.conf"
+    classes = json.loads(subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "get", "storageclass", "-o", "json"],
+                                        capture_output=True, text=True, check=True).stdout)
+    assert {"standard", "fast-ssd"} <= {item["metadata"]["name"] for item in classes["items"]}
     kms = LAB_HOME / "k8s" / "barbican-kms"
     assert "key-id" in (kms / "cloud.conf").read_text()
     assert "k8s:enc" not in (kms / "encryption-config.yaml").read_text()
