@@ -250,9 +250,9 @@ class Api:
                            "use a client-side apply (kubectl apply without --server-side) or a merge patch")
         if kind not in ("application/json-patch+json", "application/merge-patch+json",
                         "application/strategic-merge-patch+json"):
-            raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format - "
-                           f"accepted media types include: application/json-patch+json, application/merge-patch+json, "
-                           f"application/apply-patch+yaml, application/strategic-merge-patch+json")
+            raise ApiError(415, "UnsupportedMediaType", "the body of the request was in an unknown format - "
+                           "accepted media types include: application/json-patch+json, application/merge-patch+json, "
+                           "application/apply-patch+yaml, application/strategic-merge-patch+json")
 
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
             try:

@@ -299,7 +299,7 @@ class Controllers:
             self._delete_pod(pod)
             current.remove(pod)
         name = deploy["metadata"]["name"]
-        for _ in range(wanted - len(current)):
+        for _missing in range(wanted - len(current)):
             node = self._pick_node(nodes, spec["template"].get("spec") or {}, by_node)
             if node:
                 by_node[node] = by_node.get(node, 0) + 1

@@ -96,7 +96,7 @@ def kubeconfig(server: str, ca_crt: Path, token: str, context: str = "lab") -> s
             "server": server, "certificate-authority-data": base64.b64encode(ca_crt.read_bytes()).decode()}}],
         "users": [{"name": f"{context}-admin", "user": {"token": token}}],
         "contexts": [{"name": context, "context": {"cluster": context, "user": f"{context}-admin",
-                                                    "namespace": "default"}}],
+                                                   "namespace": "default"}}],
     }
     return json.dumps(config, indent=2) + "\n"
 

@@ -157,7 +157,7 @@ def _label_causes(labels: Any, path: str) -> list[tuple[str, str, str]]:
     if not isinstance(labels, dict):
         return [("FieldValueInvalid", path, "must be a map of strings")]
     for key, value in labels.items():
-        prefix, _, name = key.rpartition("/")
+        prefix, _slash, name = key.rpartition("/")
         if not QUALIFIED_NAME.match(name) or len(name) > 63 or (prefix and not DNS_SUBDOMAIN.match(prefix)):
             causes.append(("FieldValueInvalid", f"{path}", f"Invalid value: {key!r}: name part must consist of "
                            "alphanumeric characters, '-', '_' or '.'"))

@@ -58,7 +58,7 @@ GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # kube-apiserver's (no vowels
 
 def generated_name(base: str) -> str:
     base = base[:58]
-    return base + "".join(random.choice(GENERATE_ALPHABET) for _ in range(5))  # noqa: S311 - names, not secrets
+    return base + "".join(random.choice(GENERATE_ALPHABET) for _position in range(5))  # noqa: S311 - names, not secrets
 
 
 class Store:
@@ -210,6 +210,9 @@ class Store:
         raise conflict(rt, name, STALE)
 
 
+def _without_resource_version(obj: dict[str, Any]) -> dict[str, Any]:
+    return {**obj, "metadata": {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}}
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    strip = lambda o: {**o, "metadata": {k: v for k, v in o.get("metadata", {}).items() if k != "resourceVersion"}}  # noqa: E731
-    return strip(a) == strip(b)
+    return _without_resource_version(a) == _without_resource_version(b)

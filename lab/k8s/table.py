@@ -86,7 +86,7 @@ COLUMNS: dict[str, list[Column]] = {
     "Service": [("Type", "string", 0, lambda o: _spec(o).get("type", "ClusterIP")),
                 ("Cluster-IP", "string", 0, lambda o: _spec(o).get("clusterIP") or "<none>"),
                 ("External-IP", "string", 0, lambda o: ",".join(i.get("ip") or i.get("hostname", "") for i in
-                                                               (_status(o).get("loadBalancer") or {}).get("ingress") or [])
+                                                                (_status(o).get("loadBalancer") or {}).get("ingress") or [])
                  or ("<pending>" if _spec(o).get("type") == "LoadBalancer" else "<none>")),
                 ("Port(s)", "string", 0, lambda o: ",".join(
                     f"{p.get('port')}{':' + str(p['nodePort']) if p.get('nodePort') else ''}/{p.get('protocol', 'TCP')}"

@@ -10,12 +10,17 @@ import io
 import json
 import os
 import uuid
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import openstack
 import pytest
 from ansible.module_utils.testing import patch_module_args
+from k8s_fixtures import ETCD_ENDPOINTS, Cluster, LabK8s, api_client_for, start_lab_k8s, stop_lab_k8s
+from kubernetes import client
 from labtest import CLOUDS_YAML, USER_CLOUD, ModuleRunner, delete_family
+
+from lab.k8s.etcd import Etcd, EtcdError
 
 
 @pytest.fixture(scope="session")
@@ -61,3 +66,55 @@ def run_module() -> ModuleRunner:
         return json.loads(out.getvalue())
 
     return _run
+
+
+# ------------------------------------------------------------------ the Kubernetes API tests (helpers in k8s_fixtures)
+
+@pytest.fixture(scope="session")
+def lab_etcd() -> Etcd:
+    """The lab's etcd answers (the API server stores everything there)."""
+    etcd = Etcd(ETCD_ENDPOINTS, timeout=3)
+    try:
+        etcd.revision()
+    except EtcdError as exc:
+        pytest.fail(f"the lab's etcd does not answer ({exc}): run `make lab-up`", pytrace=False)
+    return etcd
+
+
+@pytest.fixture(scope="module")
+def lab_k8s(tmp_path_factory: pytest.TempPathFactory, lab_etcd: Etcd) -> Iterator[LabK8s]:
+    server = start_lab_k8s(tmp_path_factory.mktemp("k8s-api"))
+    yield server
+    stop_lab_k8s(server)
+
+
+@pytest.fixture(scope="module", params=["lab", "real"])
+def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    if request.param == "real":
+        path = os.environ.get("KUBECONFIG")
+        if not path:
+            pytest.skip("KUBECONFIG is not set: no real cluster to run the conformance tests against")
+        api = api_client_for(Path(path.split(os.pathsep)[0]))
+        yield Cluster("real", Path(path.split(os.pathsep)[0]), api, None)
+        api.close()
+        return
+    request.getfixturevalue("lab_etcd")
+    server = start_lab_k8s(tmp_path_factory.mktemp("k8s-cluster"))
+    api = api_client_for(server.kubeconfig)
+    yield Cluster("lab", server.kubeconfig, api, server)
+    api.close()
+    stop_lab_k8s(server)
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    """A namespace of this test's own, deleted afterwards."""
+    name = f"it-{uuid.uuid4().hex[:10]}"
+    core = client.CoreV1Api(cluster.api)
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    yield name
+    try:
+        core.delete_namespace(name)
+    except client.ApiException as exc:
+        if exc.status != 404:
+            raise

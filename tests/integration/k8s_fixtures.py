@@ -1,8 +1,9 @@
-"""Fixtures for the Kubernetes API tests: the lab API server (``python -m lab.k8s``) started as a real process
+"""Helpers for the Kubernetes API tests: the lab API server (``python -m lab.k8s``) started as a real process
 on a free port against the lab's real etcd, each server under its own etcd key prefix (deleted afterwards);
 or, for the ``real`` variant, the cluster $KUBECONFIG points at.
 
-Import the fixtures into a test module with ``from k8s_fixtures import *  # noqa: F403``.
+The pytest fixtures built on these (``lab_etcd``, ``lab_k8s``, ``cluster``, ``namespace``) are in conftest.py;
+test modules import the helpers they use by name.
 """
 
 from __future__ import annotations
@@ -18,19 +19,19 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from kubernetes import client, config
 from labtest import LAB_HOME, REPO, free_port
 
-from lab.k8s.etcd import Etcd, EtcdError
+from lab.k8s.etcd import Etcd
 
 ETCD_ENDPOINTS = os.environ.get("LAB_ETCD_ENDPOINTS",
                                 "http://127.0.0.1:23791,http://127.0.0.1:23792,http://127.0.0.1:23793").split(",")
 KUBECTL = os.environ.get("KUBECTL", "/usr/bin/kubectl")
 
-__all__ = ["core_api", "apps_api", "storage_api", "coordination_api", "lab_etcd", "lab_k8s", "cluster", "namespace", "LabK8s", "Cluster", "start_lab_k8s", "stop_lab_k8s",
+__all__ = ["core_api", "apps_api", "storage_api", "coordination_api", "LabK8s", "Cluster", "start_lab_k8s", "stop_lab_k8s",
            "kubectl", "api_client_for", "ETCD_ENDPOINTS", "KUBECTL", "LAB_HOME"]
 
 
@@ -125,24 +126,6 @@ def stop_lab_k8s(server: LabK8s, wipe: bool = True) -> None:
         server.etcd.delete_prefix(server.prefix.rsplit("/registry", 1)[0].encode() + b"/")
 
 
-@pytest.fixture(scope="session")
-def lab_etcd() -> Etcd:
-    """The lab's etcd answers (the API server stores everything there)."""
-    etcd = Etcd(ETCD_ENDPOINTS, timeout=3)
-    try:
-        etcd.revision()
-    except EtcdError as exc:
-        pytest.fail(f"the lab's etcd does not answer ({exc}): run `make lab-up`", pytrace=False)
-    return etcd
-
-
-@pytest.fixture(scope="module")
-def lab_k8s(tmp_path_factory: pytest.TempPathFactory, lab_etcd: Etcd) -> Iterator[LabK8s]:
-    server = start_lab_k8s(tmp_path_factory.mktemp("k8s-api"))
-    yield server
-    stop_lab_k8s(server)
-
-
 def api_client_for(kubeconfig: Path) -> client.ApiClient:
     return config.new_client_from_config(config_file=str(kubeconfig))
 
@@ -160,38 +143,6 @@ class Cluster:
         if self.lab is None:
             pytest.skip(f"lab only: {why}")
         return self.lab
-
-
-@pytest.fixture(scope="module", params=["lab", "real"])
-def cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    if request.param == "real":
-        path = os.environ.get("KUBECONFIG")
-        if not path:
-            pytest.skip("KUBECONFIG is not set: no real cluster to run the conformance tests against")
-        api = api_client_for(Path(path.split(os.pathsep)[0]))
-        yield Cluster("real", Path(path.split(os.pathsep)[0]), api, None)
-        api.close()
-        return
-    request.getfixturevalue("lab_etcd")
-    server = start_lab_k8s(tmp_path_factory.mktemp("k8s-cluster"))
-    api = api_client_for(server.kubeconfig)
-    yield Cluster("lab", server.kubeconfig, api, server)
-    api.close()
-    stop_lab_k8s(server)
-
-
-@pytest.fixture
-def namespace(cluster: Cluster) -> Iterator[str]:
-    """A namespace of this test's own, deleted afterwards."""
-    name = f"it-{uuid.uuid4().hex[:10]}"
-    core = client.CoreV1Api(cluster.api)
-    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
-    yield name
-    try:
-        core.delete_namespace(name)
-    except client.ApiException as exc:
-        if exc.status != 404:
-            raise
 
 
 def kubectl(kubeconfig: Path, *args: str, timeout: float = 60, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from k8s_fixtures import *  # noqa: F403 - the fixtures
 from k8s_fixtures import LabK8s, api_client_for, apps_api, core_api
 from labtest import ansible_playbook
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from k8s_fixtures import *  # noqa: F403 - the fixtures
 from k8s_fixtures import (Cluster, api_client_for, apps_api, coordination_api, core_api, start_lab_k8s, stop_lab_k8s,
                           storage_api)
 from kubernetes import client, dynamic, watch
@@ -141,7 +140,7 @@ def test_dry_run_stores_nothing(cluster: Cluster, namespace: str) -> None:
 def test_generate_name(cluster: Cluster, namespace: str) -> None:
     core = core_api(cluster.api)
     names = {core.create_namespaced_config_map(namespace, client.V1ConfigMap(
-        metadata=client.V1ObjectMeta(generate_name="gen-"))).metadata.name for _ in range(3)}
+        metadata=client.V1ObjectMeta(generate_name="gen-"))).metadata.name for _attempt in range(3)}
     assert len(names) == 3 and all(n.startswith("gen-") and len(n) == len("gen-") + 5 for n in names)
 
 
@@ -154,7 +153,7 @@ def test_each_kind_through_the_dynamic_client(cluster: Cluster, namespace: str) 
         ("v1", "Secret", {"stringData": {"k": "v"}}),
         ("v1", "ConfigMap", {"data": {"k": "v"}}),
         ("v1", "PersistentVolumeClaim", {"spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "none",
-                                                   "resources": {"requests": {"storage": "1Gi"}}}}),
+                                                  "resources": {"requests": {"storage": "1Gi"}}}}),
         ("v1", "Event", {"involvedObject": {"kind": "ConfigMap", "name": "x", "namespace": namespace},
                          "reason": "Test", "message": "m", "type": "Normal"}),
         ("apps/v1", "Deployment", deployment_body("dep", 0)),
@@ -214,7 +213,7 @@ def test_cluster_scoped_kinds_with_typed_apis(cluster: Cluster) -> None:
     assert storage.replace_volume_attachment_status(f"va-{suffix}", va).status.attached is True
     lease = coordination_api(cluster.api).create_namespaced_lease("kube-node-lease", client.V1Lease(
         metadata=meta(f"node-{suffix}"), spec=client.V1LeaseSpec(holder_identity=f"node-{suffix}",
-                                                                  lease_duration_seconds=40)))
+                                                                 lease_duration_seconds=40)))
     assert lease.spec.holder_identity == f"node-{suffix}"
     for delete, name in ((storage.delete_volume_attachment, f"va-{suffix}"), (storage.delete_storage_class, f"sc-{suffix}"),
                          (core.delete_persistent_volume, f"pv-{suffix}"), (core.delete_node, f"node-{suffix}")):
@@ -435,7 +434,7 @@ def test_abandoned_watches_are_released(cluster: Cluster, namespace: str) -> Non
     baseline = len(list(tasks.iterdir()))
     context = ssl.create_default_context(cafile=str(lab.ca))
     connections = []
-    for _ in range(4):
+    for _connection in range(4):
         conn = http.client.HTTPSConnection("127.0.0.1", int(lab.url.rsplit(":", 1)[1]), context=context, timeout=10)
         conn.request("GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=600",
                      headers={"Authorization": f"Bearer {lab.token}"})
@@ -508,7 +507,7 @@ def test_status_subresource_changes_only_status(cluster: Cluster, namespace: str
                  "lastTransitionTime": "2026-01-01T00:00:00Z"}
     # Through /status: the status changes, a label in the same request does not.
     result = core.patch_namespaced_service_status("st", namespace, {"metadata": {"labels": {"sneaky": "1"}},
-                                                                     "status": {"conditions": [condition]}},
+                                                                    "status": {"conditions": [condition]}},
                                                   _content_type="application/merge-patch+json")
     assert result.status.conditions[0].type == "LabTest"
     assert not (result.metadata.labels or {}).get("sneaky")

@@ -22,7 +22,6 @@ import yaml
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from k8s_fixtures import *  # noqa: F403 - the fixtures
 from k8s_fixtures import LabK8s, api_client_for, core_api, start_lab_k8s, stop_lab_k8s
 from kubernetes import client
 from kubernetes.client import ApiException

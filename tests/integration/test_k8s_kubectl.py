@@ -15,7 +15,6 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-from k8s_fixtures import *  # noqa: F403 - the fixtures
 from k8s_fixtures import KUBECTL, LabK8s, api_client_for, apps_api, core_api, kubectl
 from kubernetes import client
 
@@ -125,7 +124,7 @@ def test_get_watch_prints_rows(kube: tuple[LabK8s, client.ApiClient], ns: str, n
         time.sleep(3)
     finally:
         watcher.terminate()
-        output, _ = watcher.communicate(timeout=10)
+        output, _stderr = watcher.communicate(timeout=10)
     rows = [line.split() for line in output.splitlines() if line.startswith("watched")]
     assert rows, output
     assert rows[-1][1:3] == ["1/1", "Running"], output  # READY and STATUS columns, not a bare NAME/AGE

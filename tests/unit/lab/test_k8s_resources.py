@@ -76,7 +76,7 @@ NODE = {"metadata": {"name": "n", "labels": {"zone": "a"}}, "spec": {}}
     ({}, {}, True),
     ({"unschedulable": True}, {}, False),
     ({"unschedulable": True}, {"tolerations": [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists",
-                                                 "effect": "NoSchedule"}]}, True),
+                                                "effect": "NoSchedule"}]}, True),
     ({"taints": [{"key": "node.cloudprovider.kubernetes.io/uninitialized", "value": "true", "effect": "NoSchedule"}]},
      {}, False),
     ({"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]},
