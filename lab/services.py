@@ -18,6 +18,7 @@ from .backing import MariaDB, RabbitMQ
 from .core import HOST, LAB_DIR, PORTS, Lab, LabError, Process, apt_install, ensure_venv, http_ok, log, run, wait_for
 from .cloud import CLOUD_SERVICES, TenantSeed
 from .k8s.service import K8sApi
+from .provider.service import CloudProvider
 
 ETCD_MEMBERS = ("etcd-1", "etcd-2", "etcd-3")
 ETCD_TOKEN = "deployopen-lab-etcd"
@@ -197,7 +198,8 @@ control_socket_disable = True
         return {"url": self.url(), "running": running, "up": running and http_ok(self.url())}
 
 
-SERVICES: list[Service] = [Etcd(), MariaDB(), RabbitMQ(), Keystone(), *CLOUD_SERVICES, TenantSeed(), K8sApi()]
+SERVICES: list[Service] = [Etcd(), MariaDB(), RabbitMQ(), Keystone(), *CLOUD_SERVICES, TenantSeed(), K8sApi(),
+                           CloudProvider()]
 
 
 def by_name(names: list[str] | None) -> list[Service]:

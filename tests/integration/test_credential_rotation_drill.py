@@ -38,10 +38,19 @@ class DrillRun:
 def run_drill(tmp: Path, family: str, *extra: str) -> DrillRun:
     conf = tmp / "etc" / "cloud.conf"
     evidence = tmp / "evidence"
+    # The test's own Secret in the lab Kubernetes API: the lab cluster's cloud-config (what its cloud-provider
+    # stand-ins use) is not the test's to rotate.
     proc = ansible_playbook("playbooks/drills/credential_rotation.yml", "-e", f"credential_rotation_credential_name={family}",
                             "-e", f"credential_rotation_cloud_conf_path={conf}",
+                            "-e", f"credential_rotation_secret_name={family}-cloud-config",
+                            "-e", "credential_rotation_manila_secret_name=",
                             "-e", f"k8s_openstack_evidence_root={evidence}", *extra)
     return DrillRun(proc, evidence, conf, family)
+
+
+def delete_test_secret(family: str) -> None:
+    subprocess.run(["kubectl", f"--kubeconfig={LAB_HOME / 'kubeconfig'}", "-n", "kube-system", "delete", "secret",
+                    f"{family}-cloud-config", "--ignore-not-found"], capture_output=True, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +58,7 @@ def drill_family(lab_is_up: None) -> Iterator[str]:
     family = f"drill-{uuid.uuid4().hex[:8]}"
     yield family
     delete_family(openstack.connect(cloud="lab-k8s-cluster"), family)
+    delete_test_secret(family)
 
 
 @pytest.fixture(scope="module")
@@ -146,6 +156,7 @@ def test_drill_fails_honestly_when_retirement_is_skipped(tmp_path: Path, drill_f
         assert suite is not None and suite.get("failures") == "2"
     finally:
         delete_family(openstack.connect(cloud="lab-k8s-cluster"), family)
+        delete_test_secret(family)
 
 
 def test_check_mode_changes_nothing(tmp_path: Path, two_runs: tuple[DrillRun, DrillRun],
