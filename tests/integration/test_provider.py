@@ -438,6 +438,7 @@ def test_lb_follows_nodes_and_type_change(world: World, namespace: str) -> None:
     wait_for("load balancer deleted", lambda: world.conn.load_balancer.find_load_balancer(lb_id) is None, 90)
     wait_for("floating IP deleted", lambda: not list(world.conn.network.ips(floating_ip_address=address)), 30)
     wait_for("ingress cleared", lambda: not ingress_of(world, namespace, "follow"), 30)
+
     def released() -> Obj | None:
         found = world.get(f"/api/v1/namespaces/{namespace}/services/follow") or {}
         return None if logic.LB_CLEANUP_FINALIZER in (found["metadata"].get("finalizers") or []) else found
