@@ -36,7 +36,7 @@ class CloudProvider:
         proc = Process(lab, self.name)
         proc.start(self.argv(lab), cwd=REPO_ROOT)
         # Up = running and publishing its status (it waits for the cloud-config Secret on its own).
-        wait_for("cloud-provider stand-ins", lambda: (self.dir(lab) / "status.json").exists(), 30, proc)
+        wait_for("cloud-provider stand-ins", (self.dir(lab) / "status.json").exists, 30, proc)
         log(f"cloud-provider stand-ins up (cluster {CLUSTER_NAME}, state {self.dir(lab)}, "
             f"{time.monotonic() - started:.1f}s)")
 

@@ -262,6 +262,16 @@ def initialised(world: World, server: Any) -> Obj | None:
 # ---------------------------------------------------------------------------------------------------------- nodes
 
 
+
+def attached_or_none(attachment: Obj | None) -> Obj | None:
+    """The VolumeAttachment once it reports attached (for wait_for)."""
+    return attachment if attachment and (attachment.get("status") or {}).get("attached") else None
+
+
+def published_or_none(status: Obj) -> Obj | None:
+    """The stand-in's status once it names the credential in use (for wait_for)."""
+    return status if status.get("ccm.application-credential-id") else None
+
 def test_nodes_registered_and_initialised(world: World) -> None:
     started = time.monotonic()
     for name, server in sorted(world.servers.items()):
@@ -386,7 +396,7 @@ def test_lb_service_created_and_deleted(world: World, namespace: str) -> None:
         assert members == {(n, ip, node_ports[listener.protocol_port]) for n, ip in worker_ips.items()}
         monitor = world.conn.load_balancer.get_health_monitor(pools[0].health_monitor_id)
         assert (monitor.name, monitor.type, monitor.delay, monitor.timeout) == (f"monitor_{index}_{name}", "TCP", 5, 3)
-    fips = [f for f in world.conn.network.ips(floating_ip_address=address)]
+    fips = list(world.conn.network.ips(floating_ip_address=address))
     assert len(fips) == 1
     assert fips[0].floating_network_id == world.ids["public"]
     assert fips[0].description == f"Floating IP for Kubernetes external service {namespace}/web from cluster {world.cluster}"
@@ -609,8 +619,7 @@ def test_attach_move_reattach_keeps_data(world: World, namespace: str) -> None:
         wait_for("claim Bound", lambda: pvc_phase(world, namespace, "db") == "Bound", 90)
         pv_name = (world.get(f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/db") or {})["spec"]["volumeName"]
         volume_id = (world.get(f"/api/v1/persistentvolumes/{pv_name}") or {})["spec"]["csi"]["volumeHandle"]
-        va = wait_for("VolumeAttachment attached", lambda: (lambda v: v if v and (v.get("status") or {}).get(
-            "attached") else None)(va_for(world, pv_name, first.name)), 90)
+        va = wait_for("VolumeAttachment attached", lambda: attached_or_none(va_for(world, pv_name, first.name)), 90)
         assert va["spec"]["attacher"] == logic.CINDER_DRIVER
         assert va["metadata"]["name"] == logic.va_name(volume_id, logic.CINDER_DRIVER, first.name)
         assert attached_to(world, volume_id) == {first.id}
@@ -700,8 +709,7 @@ def roll(world: World) -> None:
 
 def test_refused_credential_keeps_the_running_one(world: World, keystone_url: str) -> None:
     """A rollout whose new pods cannot authenticate leaves the old pods (and their credential) running."""
-    status = wait_for("status published", lambda: (lambda s: s if s.get("ccm.application-credential-id") else None)(
-        world.status()), 30)
+    status = wait_for("status published", lambda: published_or_none(world.status()), 30)
     running_id = status["ccm.application-credential-id"]
     running = next(c for c in world.credentials if c[0] == running_id)
     restarts = {c: int(status[f"{c}.restarts"]) for c in ("ccm", "csi")}
@@ -732,8 +740,7 @@ def secret_absent(world: World, secret: str) -> bool:
 
 def test_ccm_as_a_daemonset_restarts_on_its_template(world: World) -> None:
     """Upstream ships the CCM as a DaemonSet: with no Deployment of that name, the DaemonSet's template counts."""
-    status = wait_for("status published", lambda: (lambda s: s if s.get("ccm.application-credential-id") else None)(
-        world.status()), 30)
+    status = wait_for("status published", lambda: published_or_none(world.status()), 30)
     restarts = int(status["ccm.restarts"])
     name = "openstack-cloud-controller-manager"
     world.delete(f"/apis/apps/v1/namespaces/{SERVICES_NS}/deployments/{name}")
