@@ -91,9 +91,12 @@ def test_drill_passes_and_rotates_from_the_live_configuration(two_runs: tuple[Dr
     # Exactly the live credential remains in Keystone.
     assert [c.id for c in list_family(user_conn, second.family)] == [cred_id]
     assert stat.S_IMODE(second.conf.stat().st_mode) == 0o600
-    backups = sorted(second.conf.parent.glob("cloud.conf.*~"))
+    # Backup names start with a pid (Ansible's backup naming): order them by time, not by name.
+    backups = sorted(second.conf.parent.glob("cloud.conf.*~"), key=lambda b: b.stat().st_mtime_ns)
     assert backups and all(stat.S_IMODE(b.stat().st_mode) == 0o600 for b in backups)
-    assert rec1["measured"]["successor_id"] in backups[-1].read_text()  # a way back
+    # A way back: the newest backup holds the first run's credential (no file content in the message: secrets).
+    holds_previous = rec1["measured"]["successor_id"] in backups[-1].read_text()
+    assert holds_previous, "the newest backup lacks the previous credential"
 
 
 def test_bundle_is_complete_and_verifiable(two_runs: tuple[DrillRun, DrillRun]) -> None:
