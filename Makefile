@@ -16,7 +16,7 @@ EVIDENCE_ROOT ?= $(CURDIR)/evidence
 export ANSIBLE_COLLECTIONS_PATH := $(CURDIR)/.build
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help lab lab-up lab-down lab-status test test-unit test-integration test-integration-newest sanity lint typecheck build venvs molecule molecule-deps molecule-image
+.PHONY: help lab lab-up lab-down lab-status test test-unit test-integration-all test-integration test-integration-newest sanity lint typecheck build venvs molecule molecule-deps molecule-image
 
 help:
 	@echo "make lab         set up everything (venvs, system packages, the lab) and run site.yml on it"
@@ -58,7 +58,14 @@ lab: $(VENV)/.stamp $(COLLECTION_LINK) lab-up
 	@latest=$$(ls -td $(EVIDENCE_ROOT)/*/*/ 2>/dev/null | head -1); \
 	  echo; echo "Evidence report: $${latest}report.md"; echo "Evidence bundle: $${latest}"
 
-test: venvs lab-up test-unit typecheck sanity lint build test-integration test-integration-newest molecule
+# Integration (mostly waiting on the lab's services) and Molecule (mostly waiting on apt in containers) run
+# side by side: on two cores that saves about ten minutes. --output-sync keeps each one's log in one piece.
+test: venvs lab-up test-unit typecheck sanity lint build
+	$(MAKE) -j2 --output-sync=target test-integration-all molecule
+
+test-integration-all:
+	$(MAKE) test-integration
+	$(MAKE) test-integration-newest
 
 test-unit: $(VENV)/.stamp $(VENV_NEWEST)/.stamp $(COLLECTION_LINK)
 	$(VENV)/bin/python -m pytest -q tests/unit

@@ -47,7 +47,11 @@ innodb_doublewrite = 0
 innodb_flush_method = nosync
 sync_binlog = 0
 skip-log-bin
-innodb_buffer_pool_size = 128M
+# The lab's databases are a few MiB: small caches keep the whole lab under 4 GiB.
+innodb_buffer_pool_size = 32M
+innodb_log_buffer_size = 4M
+key_buffer_size = 8M
+table_open_cache = 400
 performance_schema = OFF
 character-set-server = utf8mb4
 collation-server = utf8mb4_general_ci

@@ -148,9 +148,9 @@ enabled = false
 """)
         (base / "gunicorn.conf.py").write_text(f"""# Settings live here, not on the command line: several OpenStack WSGI apps parse sys.argv.
 bind = "{HOST}:{PORTS['keystone']}"
-workers = 1
-worker_class = "gthread"
-threads = 8
+# Two sync workers, not threads: Keystone on sqlite under concurrent requests in one process intermittently
+# failed role checks ("unassigned role") when creating application credentials.
+workers = 2
 # keepalive 0: a kept-alive socket races openstacksdk's polling (RemoteDisconnected).
 keepalive = 0
 timeout = 120

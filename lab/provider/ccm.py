@@ -76,10 +76,12 @@ class CloudControllerManager(Component):
             patch = {"metadata": {"labels": wanted["metadata"].get("labels") or {}},
                      "spec": {"providerID": wanted["spec"]["providerID"],
                               "taints": wanted["spec"].get("taints") or []}}
-            self.kube.patch("Node", None, name, patch)
+            # Status (addresses, Ready) first: once a reader sees the providerID and no uninitialized taint,
+            # the addresses are already there.
             self.kube.patch("Node", None, name, {"status": {"addresses": wanted["status"]["addresses"],
                                                             "conditions": wanted["status"]["conditions"]}},
                             sub="status")
+            self.kube.patch("Node", None, name, patch)
             if not (before.get("spec") or {}).get("providerID"):
                 log(self.name, f"initialised Node {name}: providerID {wanted['spec']['providerID']}, "
                                f"instance-type {server.flavor}, zone {server.zone}")

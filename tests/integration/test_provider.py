@@ -272,6 +272,7 @@ def published_or_none(status: Obj) -> Obj | None:
     """The stand-in's status once it names the credential in use (for wait_for)."""
     return status if status.get("ccm.application-credential-id") else None
 
+
 def test_nodes_registered_and_initialised(world: World) -> None:
     started = time.monotonic()
     for name, server in sorted(world.servers.items()):
