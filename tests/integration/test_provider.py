@@ -262,7 +262,6 @@ def initialised(world: World, server: Any) -> Obj | None:
 # ---------------------------------------------------------------------------------------------------------- nodes
 
 
-
 def attached_or_none(attachment: Obj | None) -> Obj | None:
     """The VolumeAttachment once it reports attached (for wait_for)."""
     return attachment if attachment and (attachment.get("status") or {}).get("attached") else None
