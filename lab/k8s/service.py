@@ -71,7 +71,7 @@ class K8sApi:
             "apiVersion": "apiserver.config.k8s.io/v1", "kind": "EncryptionConfiguration",
             "resources": [{"resources": ["secrets"], "providers": [
                 {"kms": {"apiVersion": "v2", "name": "barbican", "endpoint": "unix:///var/lib/kms/kms.sock",
-                         "timeout": "3s"}},
+                         "timeout": "10s"}},
                 {"identity": {}}]}]}, indent=2) + "\n")
         return cloud_conf, encryption
 

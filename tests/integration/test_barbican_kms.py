@@ -338,7 +338,7 @@ def test_rendered_files_match_the_golden_files(role_runs: dict[str, Any],
     assert (config["apiVersion"], config["kind"]) == ("apiserver.config.k8s.io/v1", "EncryptionConfiguration")
     [resource] = config["resources"]
     assert resource["resources"] == ["secrets"]
-    assert resource["providers"] == [{"kms": {"apiVersion": "v2", "name": "barbican", "timeout": "3s",
+    assert resource["providers"] == [{"kms": {"apiVersion": "v2", "name": "barbican", "timeout": "10s",
                                               "endpoint": "unix:///var/lib/kms/kms.sock"}}, {"identity": {}}]
     pod = yaml.safe_load((role_runs["out"] / "barbican-kms-plugin.yaml").read_text())
     [container] = pod["spec"]["containers"]
