@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .backing import MariaDB, RabbitMQ, database_url
-from .core import HOST, LAB_DIR, PORTS, REPO_ROOT, Lab, LabError, Process, ensure_venv, log, run, wait_for
+from .core import HOST, LAB_DIR, PORTS, REPO_ROOT, Lab, LabError, Process, ensure_venv, log, run, wait_for, write_private
 
 KEYSTONE_URL = f"http://{HOST}:{PORTS['keystone']}/v3"
 REGION = "RegionOne"
@@ -153,9 +153,7 @@ class OpenStackService:
         for sub in ("", "state", "locks"):
             (base / sub).mkdir(parents=True, exist_ok=True)
         for filename, text in self.config_files(lab).items():
-            path = base / filename
-            path.write_text(text)
-            path.chmod(0o600)
+            write_private(base / filename, text)  # they hold passwords
 
     def start(self, lab: Lab) -> None:
         started = time.monotonic()
@@ -277,8 +275,7 @@ def _kek(lab: Lab) -> str:
     if not store.exists():
         import secrets as _s
 
-        store.write_text(base64.b64encode(_s.token_bytes(32)).decode())
-        store.chmod(0o600)
+        write_private(store, base64.b64encode(_s.token_bytes(32)).decode())
     return store.read_text().strip()
 
 

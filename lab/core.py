@@ -121,13 +121,25 @@ class Lab:
         return store[key]
 
 
-def write_private(path: Path, text: str) -> None:
-    """Write a file atomically with mode 0600."""
+def write_private(path: Path, content: str | bytes) -> None:
+    """Write a file atomically with mode 0600 (it is never readable by others, not even for a moment)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(content.encode() if isinstance(content, str) else content)
     os.replace(tmp, path)
+
+
+def mask_lab_secrets(text: str) -> str:
+    """Replace the lab's generated secrets (secrets.json of LAB_HOME) in a message meant for a console or log."""
+    store = Lab.from_env().secrets_file
+    try:
+        values = json.loads(store.read_text()).values()
+    except (OSError, ValueError):
+        return text
+    for value in sorted((str(v) for v in values if v), key=len, reverse=True):
+        text = text.replace(value, "********")
+    return text
 
 
 def log(msg: str) -> None:
@@ -144,7 +156,8 @@ def run(cmd: Sequence[str | Path], *, env: Mapping[str, str] | None = None,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
     if proc.returncode != 0:
         tail = "\n".join(proc.stdout.splitlines()[-30:])
-        raise LabError(f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n{tail}")
+        # Init commands may carry a database URL with its password: never print a lab secret.
+        raise LabError(mask_lab_secrets(f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n{tail}"))
     if not quiet:
         print(proc.stdout, end="")
     return proc.stdout

@@ -20,7 +20,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -28,7 +28,7 @@ import openstack  # noqa: E402
 from openstack.connection import Connection  # noqa: E402
 from openstack.identity.v3._proxy import Proxy as IdentityV3  # noqa: E402
 
-from lab.core import Lab, log  # noqa: E402
+from lab.core import Lab, log, wait_for  # noqa: E402
 
 PROJECT = "k8s-cluster"
 NODES = [f"k8s-cluster-control-{i}" for i in (1, 2, 3)] + [f"k8s-cluster-worker-{i}" for i in (1, 2, 3)]
@@ -47,15 +47,6 @@ VOLUME_TYPES = {
 # The barbican_kms role names the key `<cluster>-kms`: the seed makes the lab cluster's (cluster `lab-k8s`).
 KMS_KEY = "lab-k8s-kms"
 FLAVORS = {"lab.control": (2, 4096, 20), "lab.worker": (4, 8192, 40)}
-
-
-def wait(what: str, check: Callable[[], bool], timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.5)
-    raise SystemExit(f"seed: {what} not reached after {timeout:.0f}s")
 
 
 def first(items: Any) -> Any:
@@ -120,7 +111,7 @@ def seed_compute(admin: Connection, user: Connection, net_id: str, lab: Lab) -> 
         return found is not None and user.compute.get_server(found.id).status in ("ACTIVE", "ERROR")
 
     for name in NODES:
-        wait(f"server {name} ACTIVE", lambda n=name: settled(n), 180)  # type: ignore[misc]
+        wait_for(f"server {name} ACTIVE", lambda n=name: settled(n), 180)  # type: ignore[misc]
         server = user.compute.get_server(user.compute.find_server(name, ignore_missing=False).id)
         if server.status != "ACTIVE":
             raise SystemExit(f"seed: server {name} is {server.status}: {server.fault}")
@@ -149,7 +140,7 @@ def seed_barbican(user: Connection) -> str:
     order = user.key_manager.create_order(type="key", meta={
         "name": KMS_KEY, "algorithm": "aes", "bit_length": 256, "mode": "cbc"})
     order_id = str(order.order_ref).rsplit("/", 1)[1]
-    wait("Barbican order ACTIVE", lambda: user.key_manager.get_order(order_id).status == "ACTIVE", 60)
+    wait_for("Barbican order ACTIVE", lambda: user.key_manager.get_order(order_id).status == "ACTIVE", 60)
     return str(user.key_manager.get_order(order_id).secret_ref)
 
 

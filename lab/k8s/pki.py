@@ -7,7 +7,6 @@ import base64
 import datetime
 import ipaddress
 import json
-import os
 import secrets
 from pathlib import Path
 
@@ -16,13 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-
-def _write_private(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(data)
-    os.replace(tmp, path)
+from ..core import write_private
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
@@ -51,7 +44,7 @@ def ensure_pki(data_dir: Path, host: str = "127.0.0.1") -> tuple[Path, Path, Pat
                                              decipher_only=False), critical=True)
                 .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
                 .sign(key, hashes.SHA256()))
-        _write_private(ca_key, _key_pem(key))
+        write_private(ca_key, _key_pem(key))
         ca_crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         server_crt.unlink(missing_ok=True)
     ca_cert = x509.load_pem_x509_certificate(ca_crt.read_bytes())
@@ -75,7 +68,7 @@ def ensure_pki(data_dir: Path, host: str = "127.0.0.1") -> tuple[Path, Path, Pat
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_cert.public_key()),  # type: ignore[arg-type]
                            critical=False)
             .sign(ca_private, hashes.SHA256()))  # type: ignore[arg-type]
-    _write_private(server_key, _key_pem(key))
+    write_private(server_key, _key_pem(key))
     server_crt.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return ca_crt, server_crt, server_key
 
@@ -84,7 +77,7 @@ def ensure_token(data_dir: Path) -> str:
     """The admin bearer token (made once, kept mode 0600)."""
     path = data_dir / "token"
     if not path.exists():
-        _write_private(path, secrets.token_urlsafe(32).encode())
+        write_private(path, secrets.token_urlsafe(32).encode())
     return path.read_text().strip()
 
 
@@ -103,4 +96,4 @@ def kubeconfig(server: str, ca_crt: Path, token: str, context: str = "lab") -> s
 
 def write_kubeconfig(path: Path, server: str, ca_crt: Path, token: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_private(path, kubeconfig(server, ca_crt, token).encode())
+    write_private(path, kubeconfig(server, ca_crt, token).encode())

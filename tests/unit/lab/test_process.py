@@ -7,6 +7,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from lab.core import Lab, Process
 
 
@@ -36,3 +38,15 @@ def test_a_foreign_process_behind_a_stale_pidfile_is_never_killed(tmp_path: Path
     finally:
         foreign.kill()
         foreign.wait()
+
+
+def test_lab_secrets_are_masked_in_messages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab.core import Lab, mask_lab_secrets
+
+    monkeypatch.setenv("LAB_HOME", str(tmp_path))
+    lab = Lab.from_env()
+    password = lab.secret("nova_db_password")
+    message = f"command failed (1): nova-manage --database_connection mysql+pymysql://nova:{password}@127.0.0.1/x"
+    assert password not in mask_lab_secrets(message)
+    assert "mysql+pymysql://nova:********@127.0.0.1/x" in mask_lab_secrets(message)
+    assert mask_lab_secrets("nothing secret") == "nothing secret"
