@@ -29,6 +29,7 @@ from lab.k8s.etcd import Etcd
 
 ETCD_ENDPOINTS = os.environ.get("LAB_ETCD_ENDPOINTS",
                                 "http://127.0.0.1:23791,http://127.0.0.1:23792,http://127.0.0.1:23793").split(",")
+# kubectl <= 1.36 (the Debian machine image has 1.32): kubectl 1.37 sends protobuf, which the lab API does not speak.
 KUBECTL = os.environ.get("KUBECTL", "/usr/bin/kubectl")
 
 __all__ = ["core_api", "apps_api", "storage_api", "coordination_api", "LabK8s", "Cluster", "start_lab_k8s", "stop_lab_k8s",

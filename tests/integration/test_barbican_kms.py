@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import openstack
 import pytest
 import yaml
+from k8s_fixtures import KUBECTL
 from labtest import ADMIN_CLOUD, CLOUDS_YAML, REPO, USER_CLOUD, ModuleRunner, ansible_playbook, free_port
 
 from ansible_collections.deployopen.k8s_openstack.plugins.modules import barbican_kms_key as mod
@@ -444,7 +445,7 @@ def test_rewrite_stores_a_plaintext_secret_encrypted_once(tmp_path: Path) -> Non
                               env={**os.environ, "ETCDCTL_API": "3"}, capture_output=True, check=True).stdout
 
     def api_secret() -> dict[str, Any]:
-        out = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "-n", "default", "get", "secret", name,
+        out = subprocess.run([KUBECTL, f"--kubeconfig={kubeconfig}", "-n", "default", "get", "secret", name,
                               "-o", "json"], capture_output=True, text=True, check=True).stdout
         return dict(json.loads(out))
 
@@ -465,5 +466,5 @@ def test_rewrite_stores_a_plaintext_secret_encrypted_once(tmp_path: Path) -> Non
         second = ansible_playbook(PLAYBOOK, *extra)
         assert second.returncode == 0 and changed_count(second.stdout) == 0, second.stdout[-3000:]
     finally:
-        subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "-n", "default", "delete", "secret", name,
+        subprocess.run([KUBECTL, f"--kubeconfig={kubeconfig}", "-n", "default", "delete", "secret", name,
                         "--ignore-not-found"], capture_output=True, check=False)

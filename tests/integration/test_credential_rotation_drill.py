@@ -16,6 +16,7 @@ from typing import Iterator
 import openstack
 import pytest
 import yaml
+from k8s_fixtures import KUBECTL
 from labtest import LAB_HOME, REPO, ansible_playbook, delete_family, list_family
 
 from ansible_collections.deployopen.k8s_openstack.plugins.plugin_utils._evidence import verify_manifest
@@ -49,7 +50,7 @@ def run_drill(tmp: Path, family: str, *extra: str) -> DrillRun:
 
 
 def delete_test_secret(family: str) -> None:
-    subprocess.run(["kubectl", f"--kubeconfig={LAB_HOME / 'kubeconfig'}", "-n", "kube-system", "delete", "secret",
+    subprocess.run([KUBECTL, f"--kubeconfig={LAB_HOME / 'kubeconfig'}", "-n", "kube-system", "delete", "secret",
                     f"{family}-cloud-config", "--ignore-not-found"], capture_output=True, check=False)
 
 

@@ -18,7 +18,13 @@ import yaml
 from k8s_fixtures import KUBECTL, LabK8s, api_client_for, apps_api, core_api, kubectl
 from kubernetes import client
 
-pytestmark = pytest.mark.skipif(not Path(KUBECTL).exists(), reason=f"no kubectl at {KUBECTL}")
+
+@pytest.fixture(autouse=True, scope="module")
+def kubectl_present() -> None:
+    """A missing kubectl fails; a skip would hide it."""
+    if not Path(KUBECTL).exists():
+        pytest.fail(f"no kubectl at {KUBECTL}: install kubectl <= 1.36 (or set KUBECTL); 1.37 sends protobuf, "
+                    "which the lab API does not speak", pytrace=False)
 
 
 @pytest.fixture(scope="module")

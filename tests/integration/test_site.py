@@ -13,6 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from k8s_fixtures import KUBECTL
 from labtest import LAB_HOME, ansible_playbook
 
 pytestmark = pytest.mark.usefixtures("lab_is_up")
@@ -41,13 +42,13 @@ def test_site_on_the_lab(tmp_path: Path) -> None:
     assert conf["LoadBalancer"]["lb-provider"] == "amphora"
     # Applied to the lab Kubernetes API: the cloud-config Secret holds that same cloud.conf, and the classes exist.
     kubeconfig = str(LAB_HOME / "kubeconfig")
-    secret = json.loads(subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "-n", "kube-system", "get", "secret",
+    secret = json.loads(subprocess.run([KUBECTL, f"--kubeconfig={kubeconfig}", "-n", "kube-system", "get", "secret",
                                         "cloud-config", "-o", "json"], capture_output=True, text=True, check=True).stdout)
     # Compared by hash: an assertion message must not print the credential's secret.
     applied = hashlib.sha256(base64.b64decode(secret["data"]["cloud.conf"])).hexdigest()
     assert applied == hashlib.sha256((provider / "cloud.conf").read_bytes()).hexdigest(), \
         "the cloud-config Secret does not hold the rotated cloud.conf"
-    classes = json.loads(subprocess.run(["kubectl", f"--kubeconfig={kubeconfig}", "get", "storageclass", "-o", "json"],
+    classes = json.loads(subprocess.run([KUBECTL, f"--kubeconfig={kubeconfig}", "get", "storageclass", "-o", "json"],
                                         capture_output=True, text=True, check=True).stdout)
     assert {"standard", "fast-ssd"} <= {item["metadata"]["name"] for item in classes["items"]}
     kms = LAB_HOME / "k8s" / "barbican-kms"
