@@ -441,6 +441,26 @@ class Nova(OpenStackService):
     def process_env(self, lab: Lab) -> dict[str, str]:
         return {"OS_NOVA_CONFIG_DIR": str(self.dir(lab))}
 
+    def start(self, lab: Lab) -> None:
+        self._ensure_node_identity(lab)
+        super().start(lab)
+
+    def _ensure_node_identity(self, lab: Lab) -> None:
+        """nova-compute refuses to start again without its node identity file (``state_path/compute_id``).
+        The driver writes it on the first start (FakeDriverWithoutFakeNodes, a stable node like a real
+        driver's); a lab that lacks it (made with the plain FakeDriver, whose node UUIDs change per process)
+        gets back the UUID of the compute node Nova's database holds for the lab host."""
+        identity = self.dir(lab) / "state" / "compute_id"
+        if identity.exists() or not (self.dir(lab) / "initialised").exists():
+            return
+        out = MariaDB().sql(lab, "SELECT uuid FROM nova.compute_nodes WHERE host='" + COMPUTE_HOST
+                            + "' AND deleted=0 ORDER BY id DESC LIMIT 1;")
+        rows = [line.strip() for line in out.splitlines()[1:] if line.strip()]
+        if rows:
+            identity.parent.mkdir(parents=True, exist_ok=True)
+            identity.write_text(rows[0] + "\n")
+            log(f"nova: node identity {rows[0]} restored from the database into {identity}")
+
     def url(self) -> str:
         return f"http://{HOST}:{PORTS['nova']}/"
 
@@ -450,7 +470,7 @@ class Nova(OpenStackService):
             "api-paste.ini": _venv_etc(lab, "nova", "api-paste.ini").read_text(),
             "nova.conf": _common(lab, self.name) + f"""host = {COMPUTE_HOST}
 my_ip = {HOST}
-compute_driver = fake.FakeDriver
+compute_driver = fake.FakeDriverWithoutFakeNodes
 instances_path = {base / 'instances'}
 enabled_apis = osapi_compute
 # No real agent plugs VIFs: do not wait for network-vif-plugged events.

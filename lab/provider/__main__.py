@@ -12,7 +12,8 @@ from types import FrameType
 from .ccm import CloudControllerManager
 from .component import Component, log
 from .csi import CinderCSI
-from .kube import Kube
+from .kube import Kube, KubeError
+from .workloads import ensure_workloads
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -29,6 +30,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--node-sync-seconds", type=float, default=5.0,
                         help="how often Nova's server list is read (the CCM's node monitor period; default 5)")
     parser.add_argument("--only", choices=("ccm", "csi"), help="run one component only")
+    parser.add_argument("--ensure-workloads", action="store_true",
+                        help="create the workloads the stand-ins play (the charts' DaemonSets/Deployment in "
+                             "kube-system) when absent; their rollout restart is what re-reads the credential")
     args = parser.parse_args(argv)
     if "_" in args.cluster_name:
         parser.error("--cluster-name must not contain '_': the CCM parses load balancer names on '_'")
@@ -39,6 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     args.state_dir.mkdir(parents=True, exist_ok=True)
     kube = Kube(args.kubeconfig)
+    if args.ensure_workloads:
+        try:
+            created = ensure_workloads(kube)
+        except (KubeError, OSError) as exc:
+            print(f"lab.provider: cannot create the stand-ins' workloads: {exc}", file=sys.stderr)
+            return 1
+        if created:
+            log("main", f"created {', '.join(created)} in kube-system")
     components: list[Component] = []
     if args.only in (None, "ccm"):
         components.append(CloudControllerManager(kube, args.cluster_name, args.state_dir, args.interval,

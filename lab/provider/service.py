@@ -28,7 +28,7 @@ class CloudProvider:
     def argv(self, lab: Lab) -> list[str | Path]:
         return [lab.venv_bin("python"), "-m", "lab.provider", "--kubeconfig", K8sApi().kubeconfig(lab),
                 "--cluster-name", CLUSTER_NAME, "--state-dir", self.dir(lab), "--node-prefix", NODE_PREFIX,
-                "--interval", "1"]
+                "--interval", "1", "--ensure-workloads"]
 
     def start(self, lab: Lab) -> None:
         started = time.monotonic()

@@ -40,11 +40,14 @@ def run_drill(tmp: Path, family: str, *extra: str) -> DrillRun:
     conf = tmp / "etc" / "cloud.conf"
     evidence = tmp / "evidence"
     # The test's own Secret in the lab Kubernetes API: the lab cluster's cloud-config (what its cloud-provider
-    # stand-ins use) is not the test's to rotate.
+    # stand-ins use) is not the test's to rotate, nor are its workloads to restart; the canary and the watch,
+    # which measure those, are tested end to end in test_rotation_end_to_end.py.
     proc = ansible_playbook("playbooks/drills/credential_rotation.yml", "-e", f"credential_rotation_credential_name={family}",
                             "-e", f"credential_rotation_cloud_conf_path={conf}",
                             "-e", f"credential_rotation_secret_name={family}-cloud-config",
                             "-e", "credential_rotation_manila_secret_name=",
+                            "-e", '{"credential_rotation_workloads": [], "credential_rotation_watch_service": {}}',
+                            "-e", "credential_rotation_canary=false",
                             "-e", f"k8s_openstack_evidence_root={evidence}", *extra)
     return DrillRun(proc, evidence, conf, family)
 

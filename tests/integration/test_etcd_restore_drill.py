@@ -48,9 +48,13 @@ BUNDLE_FILES = {"record.json", "report.md", "junit.xml", "SHA256SUMS"}
 # ------------------------------------------------------------------ helpers (independent of the drill)
 
 def lab_key_id() -> str:
-    """The key the lab cluster encrypts with, from the plugin cloud.conf the lab API server reads."""
+    """The key the lab cluster encrypts with, from the plugin cloud.conf the barbican_kms role rendered (site.yml,
+    which `make test` runs before this file, as `make lab` does)."""
+    cloud_conf = LAB_HOME / "k8s" / "barbican-kms" / "cloud.conf"
+    if not cloud_conf.exists():
+        pytest.fail(f"{cloud_conf} is missing: the drill needs the lab as site.yml leaves it (make lab)")
     parser = configparser.ConfigParser(interpolation=None)
-    parser.read(LAB_HOME / "k8s" / "barbican-kms" / "cloud.conf")
+    parser.read(cloud_conf)
     return parser["KeyManager"]["key-id"].strip('"')
 
 
