@@ -86,7 +86,7 @@ def test_default_checks_see_what_the_lab_octavia_cannot_do(run_module: Any, serv
 
 
 def test_a_floating_ip_deleted_behind_the_ccm_fails_the_checks(run_module: Any, service: tuple[str, str],
-                                                                tmp_path: Path) -> None:
+                                                               tmp_path: Path) -> None:
     namespace, name = service
     stop = tmp_path / "stop"
     thread, result = watch_in_background(run_module, {

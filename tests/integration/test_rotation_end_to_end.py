@@ -75,8 +75,9 @@ def provider_status() -> dict[str, str]:
 
 def authenticates(cred_id: str, secret: str) -> bool:
     """A token for the application credential, straight from Keystone (no module of the collection involved)."""
+    credential = {"id": cred_id, "secret": secret}
     body: dict[str, Any] = {"auth": {"identity": {"methods": ["application_credential"],
-                                  "application_credential": {"id": cred_id, "secret": secret}}}}
+                                                  "application_credential": credential}}}
     resp = requests.post(os.environ.get("LAB_KEYSTONE_URL", "http://127.0.0.1:25000/v3") + "/auth/tokens",
                          json=body, timeout=30)
     return resp.status_code == 201
