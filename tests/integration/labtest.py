@@ -9,8 +9,9 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,3 +51,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+T = TypeVar("T")
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90, every: float = 0.25) -> T:
+    """Poll until ``probe`` returns something truthy, and return it; fail with ``what`` after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not reached in {timeout:.0f}s")
+        time.sleep(every)

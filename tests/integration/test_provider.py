@@ -20,30 +20,18 @@ import uuid
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Iterator
 
 import openstack
 import pytest
 from k8s_fixtures import LabK8s, start_lab_k8s, stop_lab_k8s
-from labtest import REPO
+from labtest import REPO, wait_for
 
 from lab.provider import logic
 
 Obj = dict[str, Any]
-T = TypeVar("T")
 PROVIDER_PYTHON = Path(os.environ.get("LAB_HOME", REPO / ".lab")) / "venv" / "bin" / "python"
 SERVICES_NS = "kube-system"
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 90, every: float = 0.25) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not reached in {timeout:.0f}s")
-        time.sleep(every)
 
 
 @dataclass

@@ -26,13 +26,13 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import openstack
 import pytest
 import requests
 from k8s_fixtures import KUBECTL
-from labtest import LAB_HOME, REPO, ansible_playbook, list_family
+from labtest import LAB_HOME, REPO, ansible_playbook, list_family, wait_for
 
 from ansible_collections.deployopen.k8s_openstack.plugins.plugin_utils._evidence import verify_manifest
 
@@ -81,17 +81,6 @@ def authenticates(cred_id: str, secret: str) -> bool:
     resp = requests.post(os.environ.get("LAB_KEYSTONE_URL", "http://127.0.0.1:25000/v3") + "/auth/tokens",
                          json=body, timeout=30)
     return resp.status_code == 201
-
-
-def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(1)
 
 
 def stand_ins_use(cred_id: str) -> bool:
@@ -158,7 +147,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     if not CONSUMER_CONF.exists():
         pytest.fail(f"{CONSUMER_CONF} is missing: these tests need the lab as site.yml leaves it (make lab)")
     old_id, old_secret = credential_of(secret_conf())
-    wait_for("the stand-ins on the cluster's credential", lambda: stand_ins_use(old_id), 60)
+    wait_for("the stand-ins on the cluster's credential", lambda: stand_ins_use(old_id), 60, every=1)
     before = {"credential": old_id, "secret_sha": sha(secret_conf()), "consumer_sha": sha(CONSUMER_CONF.read_bytes()),
               "family_ids": sorted(c.id for c in list_family(conn, FAMILY)), "secret_value": old_secret}
 
@@ -169,7 +158,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     openstack.connect(cloud="lab-k8s-cluster").authorize()
     conn = openstack.connect(cloud="lab-k8s-cluster")
     snapshot(keystone_down, conn)
-    wait_for("the stand-ins working on the old credential", lambda: stand_ins_use(old_id), 60)
+    wait_for("the stand-ins working on the old credential", lambda: stand_ins_use(old_id), 60, every=1)
 
     stamp = str(time.time())
     conflict = run_drill(tmp, "conflict", [KUBECTL, f"--kubeconfig={KUBECONFIG}", "-n", "kube-system", "annotate",
@@ -182,7 +171,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     snapshot(passed, conn)
     new_id, new_secret = credential_of(secret_conf())
     after = {"credential": new_id, "secret_value": new_secret,
-             "stand_ins_on_new": wait_for("the stand-ins on the new credential", lambda: stand_ins_use(new_id), 60),
+             "stand_ins_on_new": wait_for("the stand-ins on the new credential", lambda: stand_ins_use(new_id), 60, every=1),
              "old_authenticates": authenticates(old_id, old_secret),
              "new_authenticates": authenticates(new_id, new_secret)}
     yield Runs(before, keystone_down, conflict, passed, after)
