@@ -25,6 +25,8 @@ from typing import Callable, Mapping, Sequence
 REPO_ROOT = Path(__file__).resolve().parent.parent
 LAB_DIR = Path(__file__).resolve().parent
 HOST = "127.0.0.1"
+# The lab cluster's Barbican key (seeded by lab/seed_cloud.py; the name the barbican_kms role gives cluster lab-k8s).
+CLUSTER_KMS_KEY = "lab-k8s-kms"
 
 # One table of every port the lab binds, so services never collide and the
 # inventory, tests and docs read them from one place (``lab env``).

@@ -28,7 +28,7 @@ import openstack  # noqa: E402
 from openstack.connection import Connection  # noqa: E402
 from openstack.identity.v3._proxy import Proxy as IdentityV3  # noqa: E402
 
-from lab.core import Lab, log, wait_for  # noqa: E402
+from lab.core import CLUSTER_KMS_KEY, Lab, log, wait_for  # noqa: E402
 
 PROJECT = "k8s-cluster"
 NODES = [f"k8s-cluster-control-{i}" for i in (1, 2, 3)] + [f"k8s-cluster-worker-{i}" for i in (1, 2, 3)]
@@ -45,7 +45,7 @@ VOLUME_TYPES = {
     "legacy-hdd": "RETIRED: replaced by standard; no new volumes",
 }
 # The barbican_kms role names the key `<cluster>-kms`: the seed makes the lab cluster's (cluster `lab-k8s`).
-KMS_KEY = "lab-k8s-kms"
+KMS_KEY = CLUSTER_KMS_KEY
 FLAVORS = {"lab.control": (2, 4096, 20), "lab.worker": (4, 8192, 40)}
 
 

@@ -14,12 +14,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from ..core import HOST, PORTS, REPO_ROOT, Lab, LabError, Process, ensure_venv, log, wait_for, write_private
+from ..core import CLUSTER_KMS_KEY, HOST, PORTS, REPO_ROOT, Lab, LabError, Process, ensure_venv, log, wait_for, write_private
 from .etcd import Etcd, EtcdError
 from .kms import KmsError, find_key_id
 
 ETCD_URLS = [f"http://{HOST}:{PORTS[m]}" for m in ("etcd-1-client", "etcd-2-client", "etcd-3-client")]
-CLUSTER_KEY_NAME = "lab-k8s-kms"
+CLUSTER_KEY_NAME = CLUSTER_KMS_KEY
 CLUSTER_CLOUD = "lab-k8s-cluster"
 
 

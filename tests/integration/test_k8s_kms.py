@@ -27,8 +27,10 @@ from kubernetes import client
 from kubernetes.client import ApiException
 from labtest import CLOUDS_YAML, REPO, USER_CLOUD, free_port
 
+from lab.core import CLUSTER_KMS_KEY
+
 PREFIX = b"k8s:enc:kms:v2:barbican:"
-SEEDED_KEY = "k8s-cluster-kms"
+SEEDED_KEY = CLUSTER_KMS_KEY  # the key lab/seed_cloud.py orders for the lab cluster
 
 
 # ------------------------------------------------------------------ helpers independent of lab.k8s.kms
