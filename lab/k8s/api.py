@@ -255,17 +255,7 @@ class Api:
                            "application/apply-patch+yaml, application/strategic-merge-patch+json")
 
         def mutate(current: dict[str, Any]) -> dict[str, Any]:
-            try:
-                if kind == "application/json-patch+json":
-                    patched = patching.json_patch(current, patch_doc)
-                elif kind == "application/merge-patch+json":
-                    patched = patching.merge_patch(current, patch_doc)
-                else:
-                    patched = patching.strategic_merge_patch(current, patch_doc)
-            except patching.PatchTestFailed as exc:
-                raise ApiError(422, "Invalid", str(exc)) from exc
-            except patching.PatchError as exc:
-                raise ApiError(422, "Invalid", f"the patch does not apply: {exc}") from exc
+            patched = apply_patch(kind, current, patch_doc)
             if not isinstance(patched, dict):
                 raise ApiError(422, "Invalid", "the patched object is not a JSON object")
             wanted_rv = (patched.get("metadata") or {}).get("resourceVersion")
@@ -350,7 +340,7 @@ class Api:
         if content_type is None:
             new = json.loads(body)
         else:
-            new = self._patch_doc(current, content_type, body)
+            new = dict(apply_patch(content_type.split(";")[0].strip(), current, json.loads(body)))
         replicas = (new.get("spec") or {}).get("replicas")
         if not isinstance(replicas, int) or replicas < 0:
             raise ApiError(422, "Invalid", f'Scale "{name}" is invalid: spec.replicas: must be >= 0')
@@ -361,20 +351,20 @@ class Api:
                    json.dumps({"spec": {"replicas": replicas}}).encode())
         return self.scale(rt, namespace, name)
 
-    @staticmethod
-    def _patch_doc(doc: dict[str, Any], content_type: str, body: bytes) -> dict[str, Any]:
-        kind = content_type.split(";")[0].strip()
-        patch_doc = json.loads(body)
-        try:
-            if kind == "application/json-patch+json":
-                result = patching.json_patch(doc, patch_doc)
-            elif kind == "application/merge-patch+json":
-                result = patching.merge_patch(doc, patch_doc)
-            else:
-                result = patching.strategic_merge_patch(doc, patch_doc)
-        except patching.PatchError as exc:
-            raise ApiError(422, "Invalid", f"the patch does not apply: {exc}") from exc
-        return dict(result)
+
+
+def apply_patch(kind: str, doc: dict[str, Any], patch_doc: Any) -> Any:
+    """``doc`` patched by ``patch_doc`` of media type ``kind`` (JSON, merge or strategic merge), or a 422."""
+    try:
+        if kind == "application/json-patch+json":
+            return patching.json_patch(doc, patch_doc)
+        if kind == "application/merge-patch+json":
+            return patching.merge_patch(doc, patch_doc)
+        return patching.strategic_merge_patch(doc, patch_doc)
+    except patching.PatchTestFailed as exc:
+        raise ApiError(422, "Invalid", str(exc)) from exc
+    except patching.PatchError as exc:
+        raise ApiError(422, "Invalid", f"the patch does not apply: {exc}") from exc
 
 
 __all__ = ["Api", "ApiError", "not_found", "qualified"]

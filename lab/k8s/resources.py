@@ -260,6 +260,14 @@ def _default_pod_spec(spec: dict[str, Any]) -> None:
                 port.setdefault("protocol", "TCP")
 
 
+def _default_rolling_update(spec: dict[str, Any], field: str, rolling: dict[str, Any]) -> None:
+    """A workload's update strategy defaults to RollingUpdate with the kind's ``rollingUpdate`` parameters."""
+    strategy = spec.setdefault(field, {"type": "RollingUpdate"})
+    if strategy.get("type", "RollingUpdate") == "RollingUpdate":
+        strategy.setdefault("type", "RollingUpdate")
+        strategy.setdefault("rollingUpdate", rolling)
+
+
 def _default_template(spec: dict[str, Any]) -> None:
     template = spec.setdefault("template", {})
     template.setdefault("metadata", {})
@@ -281,17 +289,11 @@ def apply_defaults(rt: ResourceType, obj: dict[str, Any]) -> None:
         spec.setdefault("replicas", 1)
         spec.setdefault("revisionHistoryLimit", 10)
         spec.setdefault("progressDeadlineSeconds", 600)
-        strategy = spec.setdefault("strategy", {"type": "RollingUpdate"})
-        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
-            strategy.setdefault("type", "RollingUpdate")
-            strategy.setdefault("rollingUpdate", {"maxSurge": "25%", "maxUnavailable": "25%"})
+        _default_rolling_update(spec, "strategy", {"maxSurge": "25%", "maxUnavailable": "25%"})
         _default_template(spec)
     elif rt.kind == "DaemonSet":
         assert spec is not None
-        strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
-        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
-            strategy.setdefault("type", "RollingUpdate")
-            strategy.setdefault("rollingUpdate", {"maxUnavailable": 1, "maxSurge": 0})
+        _default_rolling_update(spec, "updateStrategy", {"maxUnavailable": 1, "maxSurge": 0})
         spec.setdefault("revisionHistoryLimit", 10)
         _default_template(spec)
     elif rt.kind == "StatefulSet":
@@ -299,10 +301,7 @@ def apply_defaults(rt: ResourceType, obj: dict[str, Any]) -> None:
         spec.setdefault("replicas", 1)
         spec.setdefault("podManagementPolicy", "OrderedReady")
         spec.setdefault("revisionHistoryLimit", 10)
-        strategy = spec.setdefault("updateStrategy", {"type": "RollingUpdate"})
-        if strategy.get("type", "RollingUpdate") == "RollingUpdate":
-            strategy.setdefault("type", "RollingUpdate")
-            strategy.setdefault("rollingUpdate", {"partition": 0})
+        _default_rolling_update(spec, "updateStrategy", {"partition": 0})
         spec.setdefault("persistentVolumeClaimRetentionPolicy", {"whenDeleted": "Retain", "whenScaled": "Retain"})
         _default_template(spec)
     elif rt.kind == "Job":
