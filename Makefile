@@ -108,10 +108,10 @@ build: $(VENV)/.stamp
 # Run alone, first: the preflight tests lower the lab project's quotas for a moment; test_site runs
 # site.yml, which leaves the lab cluster as `make lab` does (Barbican KMS files, cloud-config Secret) - the
 # drills' tests start from that state; the end-to-end rotation tests stop Keystone and rotate the credential
-# the lab cluster's stand-ins use. The rest runs on two workers, a test file per worker (module fixtures
+# the lab cluster's stand-ins use; the barbican_kms tests rewrite every Secret of the lab cluster. The rest runs on two workers, a test file per worker (module fixtures
 # stay whole); every test uses its own names, and none writes what the lab cluster itself uses.
 SERIAL_INTEGRATION := tests/integration/test_preflight.py tests/integration/test_site.py \
-  tests/integration/test_rotation_end_to_end.py
+  tests/integration/test_rotation_end_to_end.py tests/integration/test_barbican_kms.py
 test-integration: $(VENV)/.stamp $(COLLECTION_LINK)
 	source <($(LAB) env) && $(VENV)/bin/python -m pytest -q $(SERIAL_INTEGRATION)
 	source <($(LAB) env) && $(VENV)/bin/python -m pytest -q -n 2 --dist loadfile --durations=15 \

@@ -282,7 +282,9 @@ class Api:
                                f"in object meta: {current['metadata']['uid']}")
 
         if rt.kind == "Namespace" and not dry_run:
-            # No namespace controller: the namespace's content goes with it, at once.
+            # No namespace controller: the namespace's content goes with it, at once - once the preconditions
+            # hold (a refused delete must leave the content alone).
+            check(self.store.get(rt, namespace, name))
             for member in RESOURCES:
                 if member.namespaced:
                     items, _rev = self.store.list(member, name)

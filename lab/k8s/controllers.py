@@ -332,10 +332,9 @@ class Controllers:
         on_node: dict[str, list[dict[str, Any]]] = {}
         for pod in owned:
             on_node.setdefault((pod.get("spec") or {}).get("nodeName") or "", []).append(pod)
-        misscheduled = 0
+        # Pods on nodes the DaemonSet no longer fits go in this pass (so numberMisscheduled stays 0).
         for node_name, node_pods in on_node.items():
             if node_name not in eligible:
-                misscheduled += len(node_pods)
                 for pod in node_pods:
                     self._delete_pod(pod)
         updated = ready = scheduled = 0

@@ -184,14 +184,24 @@ def unseal(envelope: bytes, storage_key: bytes, kek: bytes) -> bytes:
 
 # ------------------------------------------------------------------ cloud.conf and Barbican
 
+def gcfg_escape(value: str) -> str:
+    """A value for ``key = "value"`` in a gcfg file: what read_cloud_conf un-escapes."""
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def read_cloud_conf(path: Path) -> dict[str, dict[str, str]]:
     """The plugin's gcfg file: sections of ``key = "value"`` (quotes and backslash escapes removed)."""
     parser = configparser.ConfigParser(interpolation=None, comment_prefixes=("#", ";"), inline_comment_prefixes=None)
     parser.optionxform = str  # type: ignore[assignment,method-assign]
     try:
         parser.read_string(path.read_text())
-    except (OSError, configparser.Error) as exc:
+    except OSError as exc:
         raise KmsError(f"cannot read the KMS plugin's cloud config {path}: {exc}") from exc
+    except configparser.Error as exc:
+        # configparser quotes the offending line, which may be a password: name the place, not the content.
+        line = getattr(exc, "lineno", None) or next((n for n, _text in getattr(exc, "errors", [])), None)
+        raise KmsError(f"cannot parse the KMS plugin's cloud config {path}: {type(exc).__name__}"
+                       + (f" at line {line}" if line else "")) from None
     result: dict[str, dict[str, str]] = {}
     for section in parser.sections():
         values = {}
@@ -405,8 +415,9 @@ class Encryption:
                 return provider.decrypt(storage_key, stored)
         if not stored.startswith(ENCRYPTED_PREFIX) and any(isinstance(p, Identity) for p in chain):
             return stored
-        head = stored[:40].decode(errors="replace")
-        raise KmsError(f"no provider of the encryption configuration reads this value (starts with {head!r})")
+        # Name the provider prefix only: anything after it (or a plaintext value) may be Secret data.
+        found = b":".join(stored.split(b":")[:5]) + b":" if stored.startswith(ENCRYPTED_PREFIX) else b"no provider prefix"
+        raise KmsError(f"no provider of the encryption configuration reads this value ({found.decode(errors='replace')})")
 
 
 def _seconds(duration: object) -> float:

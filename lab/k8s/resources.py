@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
@@ -373,11 +373,3 @@ def initial_status(rt: ResourceType, obj: dict[str, Any]) -> dict[str, Any] | No
         "VolumeAttachment": {"attached": False},
     }
     return statuses.get(rt.kind)
-
-
-@dataclass
-class Allocations:
-    """Cluster IPs and node ports in use, for Service allocation."""
-
-    cluster_ips: set[str] = field(default_factory=set)
-    node_ports: set[int] = field(default_factory=set)

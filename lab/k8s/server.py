@@ -73,7 +73,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _authorized(self) -> bool:
         header = self.headers.get("Authorization", "")
-        if header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), self.server.token):
+        # Bytes: compare_digest refuses non-ASCII str, and a client may send anything.
+        if header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip().encode(), self.server.token.encode()):
             return True
         return False
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..core import CLUSTER_KMS_KEY, HOST, PORTS, REPO_ROOT, Lab, LabError, Process, ensure_venv, log, wait_for, write_private
 from .etcd import Etcd, EtcdError
-from .kms import KmsError, find_key_id
+from .kms import KmsError, find_key_id, gcfg_escape
 
 ETCD_URLS = [f"http://{HOST}:{PORTS[m]}" for m in ("etcd-1-client", "etcd-2-client", "etcd-3-client")]
 CLUSTER_KEY_NAME = CLUSTER_KMS_KEY
@@ -63,7 +63,7 @@ class K8sApi:
             except (KmsError, OSError, ValueError) as exc:
                 raise LabError(f"k8s-api: cannot find the Barbican key {CLUSTER_KEY_NAME} (is the seed done?): {exc}") from exc
             lines = ["# barbican-kms-plugin configuration of the lab cluster (written by lab/k8s/service.py)", "[Global]"]
-            lines += [f'{k} = "{v}"' for k, v in conf.items()]
+            lines += [f'{k} = "{gcfg_escape(v)}"' for k, v in conf.items()]
             lines += ["", "[KeyManager]", f'key-id = "{key_id}"', ""]
             write_private(cloud_conf, "\n".join(lines))
         encryption = base / "encryption-config.yaml"

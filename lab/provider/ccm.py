@@ -111,6 +111,7 @@ class CloudControllerManager(Component):
         for service in services:
             meta = service["metadata"]
             uid = meta["uid"]
+            seen.add(uid)  # still in the API: not for the "gone while we were down" cleanup below
             ours = logic.LB_CLEANUP_FINALIZER in (meta.get("finalizers") or [])
             if meta.get("deletionTimestamp") or not logic.is_lb_service(service):
                 if uid in records or ours:
@@ -135,7 +136,6 @@ class CloudControllerManager(Component):
                     self._deleting.discard(uid)
                     self.event(service, "DeletedLoadBalancer", "Deleted load balancer")
                 continue
-            seen.add(uid)
             retry_at, delay = self._backoff.get(uid, (0.0, 0.0))
             if time.monotonic() < retry_at:
                 continue

@@ -15,6 +15,7 @@ import openstack.config
 from openstack.connection import Connection
 from openstack.exceptions import SDKException
 
+from ..core import write_private
 from .kube import Kube, KubeError
 from .logic import CloudConf, CloudConfError, parse_cloud_conf, template_hash
 
@@ -54,9 +55,7 @@ class StateFile:
         return self.data.setdefault(name, {})
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=2, sort_keys=True) + "\n")
-        tmp.replace(self.path)
+        write_private(self.path, json.dumps(self.data, indent=2, sort_keys=True) + "\n")
 
 
 def faults(state_dir: Path) -> dict[str, Any]:
@@ -248,6 +247,4 @@ class Component:
             except KubeError as exc:
                 if exc.code != 409:
                     raise
-            tmp = path.with_name("status.json.tmp")
-            tmp.write_text(json.dumps(combined, indent=2, sort_keys=True) + "\n")
-            tmp.replace(path)
+            write_private(path, json.dumps(combined, indent=2, sort_keys=True) + "\n")

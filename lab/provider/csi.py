@@ -155,7 +155,8 @@ class CinderCSI(Component):
     def reclaim(self, pvcs: list[dict[str, Any]], pvs: list[dict[str, Any]],
                 volumes: dict[str, dict[str, Any]]) -> bool:
         assert self.conn is not None
-        live = {p["metadata"]["uid"] for p in pvcs if not p["metadata"].get("deletionTimestamp")}
+        # A claim being deleted still holds its PV (pvc-protection): the PV is released once the claim is gone.
+        live = {p["metadata"]["uid"] for p in pvcs}
         vas = self.kube.list("VolumeAttachment")
         attached_pvs = {(va.get("spec") or {}).get("source", {}).get("persistentVolumeName") for va in vas}
         changed = False

@@ -84,7 +84,10 @@ def parse_cloud_conf(text: str) -> CloudConf:
     try:
         parser.read_string(text)
     except configparser.Error as exc:
-        raise CloudConfError(f"cloud.conf does not parse: {exc}") from exc
+        # configparser quotes the offending line, which may hold the credential's secret: name the place only.
+        line = getattr(exc, "lineno", None) or next((n for n, _text in getattr(exc, "errors", [])), None)
+        raise CloudConfError(f"cloud.conf does not parse ({type(exc).__name__}"
+                             + (f" at line {line})" if line else ")")) from None
     glob = parser["Global"] if parser.has_section("Global") else {}
     missing = [k for k in ("auth-url", "region", "application-credential-id", "application-credential-secret")
                if not str(glob.get(k, "")).strip()]

@@ -244,6 +244,7 @@ from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._etcd imp
 )
 from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._openstack import (  # noqa: E402
     Cloud,
+    auth_secrets,
     is_not_found,
     sdk_errors,
 )
@@ -711,6 +712,8 @@ def main() -> None:
         ),
         supports_check_mode=True,
     )
+    # Before any fail_json: a swift_cloud dict's secrets must not reach the result's invocation.
+    module.no_log_values.update(auth_secrets({"cloud": module.params["swift_cloud"]}))
     if module.params["keep"] is not None and module.params["keep"] < 1:
         module.fail_json(msg="keep must be at least 1")
     etcd = Etcd(module)

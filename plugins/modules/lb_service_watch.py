@@ -188,6 +188,8 @@ from typing import Any  # noqa: E402
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib  # noqa: E402
 
 from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._lb_watch import (  # noqa: E402
+    FLOATING_IP_CHECKS,
+    LB_SERVING_OPERATING,
     WatchLog,
     ingress_address,
     load_balancer_id,
@@ -198,6 +200,7 @@ from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._lb_watch
 )
 from ansible_collections.deployopen.k8s_openstack.plugins.module_utils._openstack import (  # noqa: E402
     Cloud,
+    auth_secrets,
     describe_error,
     is_not_found,
     openstack_argument_spec,
@@ -266,9 +269,8 @@ def main() -> None:
             namespace={"type": "str", "required": True},
             name={"type": "str", "required": True},
             check_octavia={"type": "bool", "default": True},
-            operating_statuses={"type": "list", "elements": "str",
-                                "default": ["ONLINE", "DEGRADED", "NO_MONITOR", "DRAINING"]},
-            floating_ip={"type": "str", "default": "bound", "choices": ["bound", "exists", "none"]},
+            operating_statuses={"type": "list", "elements": "str", "default": list(LB_SERVING_OPERATING)},
+            floating_ip={"type": "str", "default": "bound", "choices": list(FLOATING_IP_CHECKS)},
             tcp={"type": "bool", "default": False},
             tcp_timeout={"type": "float", "default": 2},
             interval={"type": "float", "default": 1},
@@ -278,6 +280,8 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
+    # Before any fail_json: a cloud/auth dict's secrets must not reach the result's invocation.
+    module.no_log_values.update(auth_secrets(params))
     if KUBERNETES_IMPORT_ERROR is not None:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=KUBERNETES_IMPORT_ERROR)
     if params["interval"] <= 0 or params["max_seconds"] <= 0 or params["tcp_timeout"] <= 0:
@@ -293,8 +297,9 @@ def main() -> None:
     namespace, name = params["namespace"], params["name"]
 
     first, first_problems = read_service(core, namespace, name)
-    baseline = {"ingress": ingress_address(first), "load_balancer_id": load_balancer_id(first),
-                "ports": service_ports(first)}
+    # What later checks compare with: taken from the first Service read (if the API did not answer at first,
+    # from the first answer after that).
+    baseline: dict[str, Any] = {"ingress": "", "load_balancer_id": "", "ports": []}
     checked = ["service"] + (["octavia"] if cloud else []) + (["tcp"] if params["tcp"] else [])
     log = WatchLog()
     started = time.monotonic()
@@ -303,6 +308,9 @@ def main() -> None:
         began = time.monotonic()
         at = time.time()
         service, problems = (first, first_problems) if log.checks == 0 else read_service(core, namespace, name)
+        if service is not None and not baseline["ingress"] and not baseline["load_balancer_id"]:
+            baseline.update(ingress=ingress_address(service), load_balancer_id=load_balancer_id(service),
+                            ports=service_ports(service))
         if service is not None or not problems:
             problems = problems + service_problems(service, baseline)
         address = ingress_address(service)

@@ -383,3 +383,15 @@ def test_a_restore_api_that_does_not_start_fails_the_run_and_leaves_nothing(tmp_
     assert record["measured"]["restored_members_healthy"] == 3
     assert [p for p in RESTORE_PORTS if listening(p)] == [] and processes_of(work_dir) == []
     assert list(work_dir.glob("*/")) == [] and not marker_namespace_exists()
+
+
+def test_a_taken_port_refuses_the_run_before_anything_starts(tmp_path: Path, lab_is_up: None) -> None:
+    work_dir = tmp_path / "work"
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", RESTORE_PORTS[-1]))
+        holder.listen(1)
+        run = run_drill(tmp_path, "port-taken", {"etcd_restore_work_dir": str(work_dir)})
+    assert run.proc.returncode != 0
+    assert f"ports {RESTORE_PORTS[-1]} on 127.0.0.1 are in use" in run.output
+    assert not (tmp_path / "port-taken" / "evidence").exists()  # refused before the drill was declared
+    assert not work_dir.exists() and not marker_namespace_exists()

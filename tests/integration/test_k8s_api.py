@@ -298,6 +298,17 @@ def test_optimistic_concurrency(cluster: Cluster, namespace: str) -> None:
     assert core.read_namespaced_config_map("occ", namespace).data == {"n": "4"}
 
 
+def test_a_refused_namespace_delete_keeps_its_content(cluster: Cluster, namespace: str) -> None:
+    """The lab API empties a namespace at once on delete: only after the delete's preconditions held."""
+    core = core_api(cluster.api)
+    core.create_namespaced_config_map(namespace, client.V1ConfigMap(metadata=meta("kept"), data={"n": "1"}))
+    with pytest.raises(ApiException) as err:
+        core.delete_namespace(namespace, body=client.V1DeleteOptions(
+            preconditions=client.V1Preconditions(uid="00000000-0000-0000-0000-000000000000")))
+    assert err.value.status == 409
+    assert core.read_namespaced_config_map("kept", namespace).data == {"n": "1"}
+
+
 def test_concurrent_patches_all_land(cluster: Cluster, namespace: str) -> None:
     """Server-side retries of patches: ten writers at once, no update lost."""
     core = core_api(cluster.api)
@@ -523,6 +534,10 @@ def test_scale_subresource(cluster: Cluster, namespace: str) -> None:
     apps.create_namespaced_deployment(namespace, deployment_body("scaled", 0))
     scale = apps.read_namespaced_deployment_scale("scaled", namespace)
     assert scale.spec.replicas == 0 and scale.status.selector == "app=scaled"
+    apps.patch_namespaced_deployment_scale("scaled", namespace, {"spec": {"replicas": 2}},
+                                           _content_type="application/merge-patch+json")
+    assert apps.read_namespaced_deployment("scaled", namespace).spec.replicas == 2
+    assert apps.read_namespaced_deployment_scale("scaled", namespace).spec.replicas == 2
     apps.patch_namespaced_deployment_scale("scaled", namespace, {"spec": {"replicas": 0}},
                                            _content_type="application/merge-patch+json")
     assert apps.read_namespaced_deployment("scaled", namespace).spec.replicas == 0

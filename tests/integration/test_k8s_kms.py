@@ -205,7 +205,9 @@ def test_key_fetched_on_every_call(tmp_path: Path, lab_etcd: Any, servers: list[
         assert (err.value.status, status["reason"]) == (500, "InternalError")
         assert own_key in status["message"] and "barbican" in status["message"]
     # Everything else keeps working.
-    assert core.list_namespaced_config_map("default").items is not None
+    core.create_namespaced_config_map("default", client.V1ConfigMap(metadata=client.V1ObjectMeta(name="still-works"),
+                                                                    data={"k": "v"}))
+    assert core.read_namespaced_config_map("still-works", "default").data == {"k": "v"}
 
 
 @pytest.mark.parametrize("breakage", ["wrong key id", "keystone port closed"])

@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from lab.k8s.kms import (EncryptedObject, Encryption, Identity, KmsError, KmsV2, _seconds, aescbc_unwrap,
-                         aescbc_wrap, keystone_auth_body, load_encryption_config, read_cloud_conf, seal, unseal)
+                         aescbc_wrap, gcfg_escape, keystone_auth_body, load_encryption_config, read_cloud_conf, seal, unseal)
 
 KEK = bytes(range(32))
 
@@ -95,6 +95,29 @@ def test_cloud_conf_and_keystone_body(tmp_path: Path) -> None:
     password = keystone_auth_body({"username": "u", "password": "p", "user-domain-name": "D", "tenant-name": "t"})
     assert password["auth"]["identity"]["password"]["user"] == {"name": "u", "password": "p", "domain": {"name": "D"}}
     assert password["auth"]["scope"] == {"project": {"name": "t", "domain": {"name": "Default"}}}
+
+
+@pytest.mark.parametrize("value", ['plain', 's"q\\x', 'ends\\', '\\"both"\\'])
+def test_gcfg_escape_round_trips(tmp_path: Path, value: str) -> None:
+    conf = tmp_path / "cloud.conf"
+    conf.write_text(f'[Global]\npassword = "{gcfg_escape(value)}"\n')
+    assert read_cloud_conf(conf)["Global"]["password"] == value
+
+
+def test_errors_never_quote_a_value(tmp_path: Path) -> None:
+    """configparser quotes the bad line (a password line, say); a stored value may be Secret data."""
+    conf = tmp_path / "cloud.conf"
+    conf.write_text('password = "hunter2-secret"\n[Global]\n')  # no section header before the first line
+    with pytest.raises(KmsError) as raised:
+        read_cloud_conf(conf)
+    assert "hunter2-secret" not in str(raised.value) and "line 1" in str(raised.value)
+    chain = Encryption({"secrets": [KmsV2("barbican", FixedKey())]})
+    with pytest.raises(KmsError) as raised:
+        chain.decrypt("secrets", b"k", b'{"data":{"token":"hunter2-secret"}}')
+    assert "hunter2" not in str(raised.value) and "no provider prefix" in str(raised.value)
+    with pytest.raises(KmsError) as raised:
+        chain.decrypt("secrets", b"k", b"k8s:enc:kms:v2:other:hunter2-secret")
+    assert "hunter2" not in str(raised.value) and "k8s:enc:kms:v2:other:" in str(raised.value)
 
 
 def test_encryption_config(tmp_path: Path) -> None:

@@ -46,6 +46,13 @@ def test_cloud_conf_rejected(text: str, message: str) -> None:
         logic.parse_cloud_conf(text)
 
 
+def test_a_cloud_conf_that_does_not_parse_is_not_quoted() -> None:
+    """configparser quotes the bad line; here that is the secret's line (published in status and logs)."""
+    with pytest.raises(logic.CloudConfError) as raised:
+        logic.parse_cloud_conf("application-credential-secret = S3CRET-value\n[Global]\n")
+    assert "S3CRET" not in str(raised.value) and "line 1" in str(raised.value)
+
+
 @pytest.mark.parametrize(("extra", "expected"), [
     ("create-monitor = false\n", False), ("create-monitor = True\n", True), ("", True)])
 def test_create_monitor(extra: str, expected: bool) -> None:
