@@ -354,7 +354,6 @@ class Api:
         return self.scale(rt, namespace, name)
 
 
-
 def apply_patch(kind: str, doc: dict[str, Any], patch_doc: Any) -> Any:
     """``doc`` patched by ``patch_doc`` of media type ``kind`` (JSON, merge or strategic merge), or a 422."""
     try:
